@@ -1,0 +1,1 @@
+//! The Ethos-U55/U65 backend: lower -> weights -> schedule -> alloc -> emit; perf.

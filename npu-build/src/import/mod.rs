@@ -1,0 +1,60 @@
+//! Model importers: ONNX and TFLite into the one [`crate::ir`].
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::ir::Graph;
+
+pub mod onnx;
+pub mod tflite;
+
+/// Model file formats we read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Onnx,
+    Tflite,
+}
+
+/// Guesses the format from the content (TFLite's `TFL3` identifier), then from the extension.
+pub fn sniff(bytes: &[u8], path: &Path) -> Option<Format> {
+    if bytes.len() >= 8 && &bytes[4..8] == b"TFL3" {
+        return Some(Format::Tflite);
+    }
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("tflite") => Some(Format::Tflite),
+        Some(e) if e.eq_ignore_ascii_case("onnx") => Some(Format::Onnx),
+        _ => {
+            // An ONNX ModelProto starts with field 1 (ir_version, varint): tag byte 0x08.
+            if bytes.first() == Some(&0x08) {
+                Some(Format::Onnx)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Reads and imports a model file (ONNX or TFLite), validated.
+pub fn load(path: &Path) -> Result<Graph> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("model")
+        .to_string();
+    let format = sniff(&bytes, path).ok_or_else(|| Error::NotAModel {
+        path: path.to_path_buf(),
+        detail: "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf".into(),
+    })?;
+    from_bytes(&bytes, format, &name)
+}
+
+/// Imports a model from memory, validated.
+pub fn from_bytes(bytes: &[u8], format: Format, name: &str) -> Result<Graph> {
+    let graph = match format {
+        Format::Onnx => onnx::import(bytes, name)?,
+        Format::Tflite => tflite::import(bytes, name)?,
+    };
+    graph.validate()?;
+    Ok(graph)
+}

@@ -1,0 +1,350 @@
+//! The int8 intermediate representation that both importers produce.
+//!
+//! Conventions (every importer and pass relies on them):
+//! - Activations are NHWC. A 4-D feature map is `[N, H, W, C]`; fully-connected inputs may be 2-D `[N, K]`.
+//! - Conv2D weights are `[O, KH, KW, I]` (TFLite's OHWI), per-channel quantized along axis 0.
+//! - Depthwise weights are `[1, KH, KW, C * M]` (TFLite's layout), per-channel along axis 3.
+//! - Fully-connected weights are `[O, I]`, per-channel along axis 0.
+//! - Biases are `I32` of length `O`, with scale `input_scale * weight_scale[o]` and zero point 0.
+//! - `ops` is in topological order; [`Graph::validate`] checks it.
+//! - Constant tensors carry their bytes, little-endian, in `data`.
+
+pub mod quant;
+mod validate;
+
+pub use quant::Quantization;
+
+/// Index of a tensor in [`Graph::tensors`].
+pub type TensorId = usize;
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    I8,
+    U8,
+    I16,
+    I32,
+    I64,
+    F32,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 => 1,
+            DType::I16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 => 8,
+        }
+    }
+
+    /// Lowest and highest representable value for integer types (used for clamping).
+    pub const fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            DType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
+            DType::U8 => Some((0, u8::MAX as i64)),
+            DType::I16 => Some((i16::MIN as i64, i16::MAX as i64)),
+            DType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
+            DType::I64 => Some((i64::MIN, i64::MAX)),
+            DType::F32 => None,
+        }
+    }
+
+    /// Lower-case name as printed by tools (`i8`, `f32`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::F32 => "f32",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tensor: an activation (no `data`) or a constant (with `data`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Name from the source model (unique within the graph).
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub quant: Option<Quantization>,
+    /// Little-endian element bytes of a constant; `None` for activations.
+    pub data: Option<Vec<u8>>,
+}
+
+impl Tensor {
+    /// Number of elements (product of the shape; 1 for a scalar).
+    ///
+    /// Saturates instead of overflowing; [`Graph::validate`] rejects tensors whose size overflows.
+    pub fn elements(&self) -> usize {
+        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+    }
+
+    /// Size in bytes (saturating, like [`Tensor::elements`]).
+    pub fn byte_size(&self) -> usize {
+        self.elements().saturating_mul(self.dtype.size())
+    }
+
+    pub fn is_const(&self) -> bool {
+        self.data.is_some()
+    }
+
+    /// Constant data as `i8` (None if not a constant of type I8).
+    pub fn data_i8(&self) -> Option<Vec<i8>> {
+        match (&self.data, self.dtype) {
+            (Some(d), DType::I8) => Some(d.iter().map(|&b| b as i8).collect()),
+            _ => None,
+        }
+    }
+
+    /// Constant data as `u8` (None if not a constant of type U8).
+    pub fn data_u8(&self) -> Option<Vec<u8>> {
+        match (&self.data, self.dtype) {
+            (Some(d), DType::U8) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// Constant data as `i32` (None if not a constant of type I32).
+    pub fn data_i32(&self) -> Option<Vec<i32>> {
+        match (&self.data, self.dtype) {
+            (Some(d), DType::I32) => Some(
+                d.chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Constant data as `i64` (None if not a constant of type I64).
+    pub fn data_i64(&self) -> Option<Vec<i64>> {
+        match (&self.data, self.dtype) {
+            (Some(d), DType::I64) => Some(
+                d.chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().expect("chunk of 8")))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Constant data as `f32` (None if not a constant of type F32).
+    pub fn data_f32(&self) -> Option<Vec<f32>> {
+        match (&self.data, self.dtype) {
+            (Some(d), DType::F32) => Some(
+                d.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Explicit padding in elements, as the kernels apply it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Padding {
+    pub top: usize,
+    pub left: usize,
+    pub bottom: usize,
+    pub right: usize,
+}
+
+/// A fused activation: a clamp of the real-valued output, applied in the quantized domain
+/// the way TFLite's `CalculateActivationRangeQuantized` does (see [`quant::activation_range`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Activation {
+    #[default]
+    None,
+    /// max(x, 0)
+    Relu,
+    /// min(max(x, 0), 6)
+    Relu6,
+    /// min(max(x, -1), 1)
+    ReluN1To1,
+    /// min(max(x, min), max) with real-valued bounds (ONNX Clip, TFLite min/max pairs).
+    Clip { min: f32, max: f32 },
+}
+
+impl Activation {
+    /// Real-valued clamp bounds (None = unbounded on that side).
+    pub fn bounds(self) -> (Option<f32>, Option<f32>) {
+        match self {
+            Activation::None => (None, None),
+            Activation::Relu => (Some(0.0), None),
+            Activation::Relu6 => (Some(0.0), Some(6.0)),
+            Activation::ReluN1To1 => (Some(-1.0), Some(1.0)),
+            Activation::Clip { min, max } => (Some(min), Some(max)),
+        }
+    }
+}
+
+/// Attributes of a 2-D convolution (also used by depthwise convolution).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvAttrs {
+    /// (stride_h, stride_w)
+    pub stride: (usize, usize),
+    /// (dilation_h, dilation_w)
+    pub dilation: (usize, usize),
+    pub padding: Padding,
+    pub activation: Activation,
+}
+
+/// Attributes of a pooling operator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolAttrs {
+    /// (kernel_h, kernel_w)
+    pub kernel: (usize, usize),
+    /// (stride_h, stride_w)
+    pub stride: (usize, usize),
+    pub padding: Padding,
+    pub activation: Activation,
+}
+
+/// Interpolation of [`OpKind::Resize`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeMode {
+    Nearest,
+    Bilinear,
+}
+
+/// Operators of the IR. Inputs and outputs are listed in [`Op`]; the comment on each variant gives
+/// their order. Shapes of outputs are always set on the output tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// inputs: `[x, weights, bias?]`, output `[N, OH, OW, O]`.
+    Conv2d(ConvAttrs),
+    /// inputs: `[x, weights, bias?]`; `depth_multiplier` output channels per input channel.
+    DepthwiseConv2d {
+        attrs: ConvAttrs,
+        depth_multiplier: usize,
+    },
+    /// inputs: `[x, weights [O, I], bias?]`; `x` is treated as `[elements / I, I]`.
+    FullyConnected { activation: Activation },
+    /// inputs: `[a, b]`, numpy broadcasting.
+    Add { activation: Activation },
+    /// inputs: `[a, b]`, numpy broadcasting.
+    Sub { activation: Activation },
+    /// inputs: `[a, b]`, numpy broadcasting.
+    Mul { activation: Activation },
+    /// Mean over `axes` (sorted, unique). inputs: `[x]`.
+    Mean { axes: Vec<usize>, keep_dims: bool },
+    /// inputs: `[x]`. Average excludes padding (TFLite semantics).
+    AvgPool(PoolAttrs),
+    /// inputs: `[x]`.
+    MaxPool(PoolAttrs),
+    /// inputs: `[x0, x1, ...]` concatenated along `axis`.
+    Concat { axis: usize, activation: Activation },
+    /// inputs: `[x]`; the output tensor's shape is the new shape (same element count).
+    Reshape,
+    /// inputs: `[x]`. `pads[d] = (before, after)` per dimension; padded with the input zero point
+    /// (or `value`, a quantized constant, when the model gives one).
+    Pad {
+        pads: Vec<(usize, usize)>,
+        value: Option<i32>,
+    },
+    /// inputs: `[x]` NHWC; the output tensor's shape gives the new H and W.
+    Resize {
+        mode: ResizeMode,
+        align_corners: bool,
+        half_pixel_centers: bool,
+    },
+    /// Softmax over the last axis. inputs: `[x]`.
+    Softmax { beta: f32 },
+    /// inputs: `[x]`; output dims are input dims permuted: `out.shape[i] = in.shape[perm[i]]`.
+    Transpose { perm: Vec<usize> },
+    /// Float -> integer quantization, or integer -> integer requantization. inputs: `[x]`.
+    Quantize,
+    /// Integer -> float. inputs: `[x]`.
+    Dequantize,
+    /// A stand-alone activation (not fused into a producer). inputs: `[x]`.
+    Activation(Activation),
+}
+
+impl OpKind {
+    /// Operator name as shown to users (`Conv2D`, `DepthwiseConv2D`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Conv2d(_) => "Conv2D",
+            OpKind::DepthwiseConv2d { .. } => "DepthwiseConv2D",
+            OpKind::FullyConnected { .. } => "FullyConnected",
+            OpKind::Add { .. } => "Add",
+            OpKind::Sub { .. } => "Sub",
+            OpKind::Mul { .. } => "Mul",
+            OpKind::Mean { .. } => "Mean",
+            OpKind::AvgPool(_) => "AveragePool",
+            OpKind::MaxPool(_) => "MaxPool",
+            OpKind::Concat { .. } => "Concat",
+            OpKind::Reshape => "Reshape",
+            OpKind::Pad { .. } => "Pad",
+            OpKind::Resize { .. } => "Resize",
+            OpKind::Softmax { .. } => "Softmax",
+            OpKind::Transpose { .. } => "Transpose",
+            OpKind::Quantize => "Quantize",
+            OpKind::Dequantize => "Dequantize",
+            OpKind::Activation(_) => "Activation",
+        }
+    }
+}
+
+/// One operator instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    /// Node name from the source model (or a generated one, unique within the graph).
+    pub name: String,
+    pub kind: OpKind,
+    pub inputs: Vec<TensorId>,
+    pub outputs: Vec<TensorId>,
+}
+
+/// A whole model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    /// Model name (usually the file stem).
+    pub name: String,
+    pub tensors: Vec<Tensor>,
+    /// Operators in topological order.
+    pub ops: Vec<Op>,
+    /// Graph inputs in model order.
+    pub inputs: Vec<TensorId>,
+    /// Graph outputs in model order.
+    pub outputs: Vec<TensorId>,
+}
+
+impl Graph {
+    /// Adds a tensor and returns its id.
+    pub fn add_tensor(&mut self, t: Tensor) -> TensorId {
+        self.tensors.push(t);
+        self.tensors.len() - 1
+    }
+
+    pub fn tensor(&self, id: TensorId) -> &Tensor {
+        &self.tensors[id]
+    }
+
+    /// The op producing tensor `id`, if any.
+    pub fn producer(&self, id: TensorId) -> Option<usize> {
+        self.ops.iter().position(|op| op.outputs.contains(&id))
+    }
+
+    /// Indices of ops consuming tensor `id`.
+    pub fn consumers(&self, id: TensorId) -> Vec<usize> {
+        self.ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| op.inputs.contains(&id))
+            .map(|(i, _)| i)
+            .collect()
+    }
+}

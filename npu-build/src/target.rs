@@ -1,0 +1,1 @@
+//! Accelerator configurations, system configurations and memory modes.

@@ -1,0 +1,1 @@
+//! int8 kernels for operators that run on the CPU.

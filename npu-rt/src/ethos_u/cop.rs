@@ -1,0 +1,1 @@
+//! The COP1 driver payload (header, driver actions, command stream).

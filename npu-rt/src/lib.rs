@@ -1,0 +1,19 @@
+//! `npu-rt`: the runtime side of the Ethos-U toolchain.
+//!
+//! - [`ethos_u::regs`]: command-stream opcodes and register fields of Ethos-U55/U65, shared by the
+//!   compiler, the driver and the simulator (the one home of these facts).
+//! - [`ethos_u::cop`]: the COP1 driver payload that wraps a command stream.
+//! - [`sim`] (feature `sim`): a bit-exact virtual Ethos-U for hosts.
+//! - [`cpu`]: int8 kernels for operators that stay on the CPU.
+//!
+//! The core is `#![no_std]` without `alloc`.
+#![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod cpu;
+pub mod ethos_u;
+#[cfg(feature = "sim")]
+pub mod sim;

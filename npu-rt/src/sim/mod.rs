@@ -1,0 +1,1 @@
+//! Virtual Ethos-U: executes command streams bit-exactly (feature `sim`).
