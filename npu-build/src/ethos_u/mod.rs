@@ -1,1 +1,3 @@
 //! The Ethos-U55/U65 backend: lower -> weights -> schedule -> alloc -> emit; perf.
+
+pub mod weights;

@@ -1,4 +1,7 @@
-//! Ethos-U55/U65 hardware interface: register definitions and the COP1 payload format.
+//! Ethos-U55/U65 hardware interface: register definitions, the COP1 payload format, accelerator
+//! configurations and the weight stream format.
 
+pub mod config;
 pub mod cop;
 pub mod regs;
+pub mod weights;

@@ -1,0 +1,1 @@
+//! The NPU weight stream (compressed weights) and scale/bias stream formats.
