@@ -1,0 +1,493 @@
+//! TFLite flatbuffer importer.
+//!
+//! The file is first checked by the flatbuffers verifier ([`schema::verify`]), then read with
+//! bounds-checked accessors ([`fb`]); the main subgraph's operators are mapped one to one onto the
+//! IR ([`ops`]). TFLite's layouts are the IR's (NHWC activations, OHWI convolution weights,
+//! `[1, KH, KW, C*M]` depthwise weights, `[O, I]` fully-connected weights), so tensors are copied
+//! as they are. SAME/VALID padding becomes explicit padding computed exactly as TFLite's
+//! `ComputePaddingWithOffset` does.
+
+mod fb;
+mod ops;
+mod schema;
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::{Error, Result};
+use crate::ir::{DType, Graph, Quantization, Tensor, TensorId};
+use fb::{Table, Vector};
+use schema::{buffer, model, operator, operator_code, quantization, subgraph, tensor, tensor_type};
+
+const FORMAT: &str = "TFLite";
+
+/// Highest tensor rank we accept (TFLite's kernels handle at most 6).
+const MAX_RANK: usize = 8;
+
+/// Largest tensor we accept, in bytes (the IR's limit: a model claiming more is malformed).
+const MAX_TENSOR_BYTES: usize = 1 << 31;
+
+fn malformed(detail: impl Into<String>) -> Error {
+    Error::Malformed {
+        format: FORMAT,
+        detail: detail.into(),
+    }
+}
+
+/// Imports a TFLite model from its flatbuffer bytes.
+///
+/// Errors name what is at fault: a truncated or corrupted file ([`Error::Malformed`] with the
+/// offset), an operator we cannot run ([`Error::UnsupportedOp`] naming its first output tensor,
+/// its TFLite operator name and the supported list), an invalid tensor or node.
+pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
+    if bytes.is_empty() {
+        return Err(malformed("the file is empty"));
+    }
+    if bytes.len() < 8 {
+        return Err(malformed(format!(
+            "the file is {} bytes long, too short for a flatbuffer",
+            bytes.len()
+        )));
+    }
+    if &bytes[4..8] != b"TFL3" {
+        return Err(malformed(format!(
+            "no TFL3 file identifier at bytes 4..8 (found {:02x?})",
+            &bytes[4..8]
+        )));
+    }
+    schema::verify(bytes).map_err(|e| malformed(format!("flatbuffer verification failed: {e}")))?;
+    Importer::new(bytes, name)?.run()
+}
+
+/// One operator code: the builtin operator (or CUSTOM) and the custom name.
+struct OpCode {
+    builtin: i32,
+    custom: Option<String>,
+}
+
+impl OpCode {
+    fn name(&self) -> String {
+        match &self.custom {
+            Some(c) if self.builtin == schema::builtin::CUSTOM => format!("CUSTOM({c})"),
+            _ => schema::builtin_name(self.builtin),
+        }
+    }
+}
+
+struct Importer<'a> {
+    buf: &'a [u8],
+    codes: Vec<OpCode>,
+    tensors: Vector<'a>,
+    buffers: Option<Vector<'a>>,
+    subgraph: Table<'a>,
+    graph: Graph,
+    /// TFLite tensor index -> IR tensor id, for tensors imported so far.
+    map: HashMap<usize, TensorId>,
+    names: HashSet<String>,
+    /// Bytes of constant data copied so far (bounded: tensors may share one buffer).
+    const_bytes: usize,
+}
+
+fn ctx<T>(r: fb::FbResult<T>) -> Result<T> {
+    r.map_err(malformed)
+}
+
+impl<'a> Importer<'a> {
+    fn new(buf: &'a [u8], name: &str) -> Result<Self> {
+        let root = ctx(Table::root(buf, "Model"))?;
+        let codes_vec = ctx(root.vector(model::OPERATOR_CODES, 4, "Model.operator_codes"))?;
+        let mut codes = Vec::new();
+        if let Some(v) = codes_vec {
+            for i in 0..v.len() {
+                let what = format!("operator_codes[{i}]");
+                let t = ctx(v.table(i, &what))?;
+                let deprecated = ctx(t.i8(operator_code::DEPRECATED_BUILTIN_CODE, 0, &what))?;
+                let builtin = ctx(t.i32(operator_code::BUILTIN_CODE, 0, &what))?;
+                let custom = ctx(t.string(operator_code::CUSTOM_CODE, &what))?;
+                // Old files only set the deprecated byte; new ones set both (TFLite takes the max).
+                codes.push(OpCode {
+                    builtin: builtin.max(i32::from(deprecated)),
+                    custom,
+                });
+            }
+        }
+        let subgraphs = ctx(root.vector(model::SUBGRAPHS, 4, "Model.subgraphs"))?
+            .filter(|v| v.len() > 0)
+            .ok_or_else(|| malformed("the model has no subgraph"))?;
+        let subgraph = ctx(subgraphs.table(0, "subgraphs[0]"))?;
+        let tensors = ctx(subgraph.vector(subgraph::TENSORS, 4, "SubGraph.tensors"))?
+            .ok_or_else(|| malformed("the main subgraph has no tensors"))?;
+        let buffers = ctx(root.vector(model::BUFFERS, 4, "Model.buffers"))?;
+        Ok(Importer {
+            buf,
+            codes,
+            tensors,
+            buffers,
+            subgraph,
+            graph: Graph {
+                name: name.to_string(),
+                ..Default::default()
+            },
+            map: HashMap::new(),
+            names: HashSet::new(),
+            const_bytes: 0,
+        })
+    }
+
+    fn run(mut self) -> Result<Graph> {
+        let operators = ctx(self
+            .subgraph
+            .vector(subgraph::OPERATORS, 4, "SubGraph.operators"))?;
+        // Every operator must be one we support before anything else is looked at: an unsupported
+        // operator is the most useful thing to report.
+        let mut raw_ops = Vec::new();
+        for (i, t) in operators
+            .iter()
+            .flat_map(|v| (0..v.len()).map(move |i| (i, v)))
+        {
+            let what = format!("operators[{i}]");
+            let t = ctx(t.table(i, &what))?;
+            let code_index = ctx(t.u32(operator::OPCODE_INDEX, 0, &what))? as usize;
+            let code = self.codes.get(code_index).ok_or_else(|| {
+                malformed(format!(
+                    "{what}: opcode_index {code_index} but the model has {} operator codes",
+                    self.codes.len()
+                ))
+            })?;
+            let inputs =
+                ctx(t.vector(operator::INPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+            let outputs =
+                ctx(t.vector(operator::OUTPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+            let node = self.node_name(i, &outputs);
+            if !ops::is_supported(code.builtin) {
+                return Err(Error::UnsupportedOp {
+                    node,
+                    op: code.name(),
+                    supported: ops::SUPPORTED.join(", "),
+                });
+            }
+            let options_type = ctx(t.u8(operator::BUILTIN_OPTIONS_TYPE, 0, &what))?;
+            let options = ctx(t.table(operator::BUILTIN_OPTIONS, &what))?;
+            raw_ops.push(ops::RawOp {
+                index: i,
+                node,
+                code: code.builtin,
+                op_name: code.name(),
+                inputs,
+                outputs,
+                options_type,
+                options,
+            });
+        }
+
+        let inputs = self.index_list(subgraph::INPUTS, "SubGraph.inputs")?;
+        for &i in &inputs {
+            let id = self.tensor(i, true)?;
+            self.graph.inputs.push(id);
+        }
+        for raw in &raw_ops {
+            let op = ops::map(&mut self, raw)?;
+            self.graph.ops.push(op);
+        }
+        let outputs = self.index_list(subgraph::OUTPUTS, "SubGraph.outputs")?;
+        for &i in &outputs {
+            let id = self.tensor(i, false)?;
+            self.graph.outputs.push(id);
+        }
+        self.prune();
+        // TFLite lists operators in execution order; a corrupted file may not. Reorder (stably)
+        // or report the cycle.
+        self.graph.toposort()?;
+        Ok(self.graph)
+    }
+
+    /// Drops tensors that were read only as attributes (axes, paddings, sizes, shapes).
+    fn prune(&mut self) {
+        let g = &mut self.graph;
+        let mut used = vec![false; g.tensors.len()];
+        for &id in g.inputs.iter().chain(&g.outputs) {
+            used[id] = true;
+        }
+        for op in &g.ops {
+            for &id in op.inputs.iter().chain(&op.outputs) {
+                used[id] = true;
+            }
+        }
+        let mut remap = vec![usize::MAX; g.tensors.len()];
+        let mut kept = Vec::with_capacity(g.tensors.len());
+        for (i, t) in std::mem::take(&mut g.tensors).into_iter().enumerate() {
+            if used[i] {
+                remap[i] = kept.len();
+                kept.push(t);
+            }
+        }
+        g.tensors = kept;
+        for id in g.inputs.iter_mut().chain(g.outputs.iter_mut()) {
+            *id = remap[*id];
+        }
+        for op in &mut g.ops {
+            for id in op.inputs.iter_mut().chain(op.outputs.iter_mut()) {
+                *id = remap[*id];
+            }
+        }
+    }
+
+    /// A subgraph's list of tensor indices (inputs or outputs).
+    fn index_list(&self, field: usize, what: &str) -> Result<Vec<usize>> {
+        let v = ctx(self.subgraph.vector(field, 4, what))?.map_or_else(Vec::new, |v| v.to_i32s());
+        v.iter()
+            .map(|&i| {
+                usize::try_from(i)
+                    .ok()
+                    .filter(|&i| i < self.tensors.len())
+                    .ok_or_else(|| {
+                        malformed(format!(
+                            "{what} refers to tensor {i}, but the subgraph has {} tensors",
+                            self.tensors.len()
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// TFLite operators have no names: use the first output tensor's.
+    fn node_name(&self, op_index: usize, outputs: &[i32]) -> String {
+        outputs
+            .first()
+            .and_then(|&o| usize::try_from(o).ok())
+            .and_then(|o| self.tensor_name(o).ok())
+            .unwrap_or_else(|| format!("operator #{op_index}"))
+    }
+
+    fn tensor_table(&self, index: usize) -> Result<Table<'a>> {
+        ctx(self.tensors.table(index, &format!("tensors[{index}]")))
+    }
+
+    fn tensor_name(&self, index: usize) -> Result<String> {
+        let t = self.tensor_table(index)?;
+        Ok(
+            ctx(t.string(tensor::NAME, &format!("tensors[{index}].name")))?
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| format!("tensor_{index}")),
+        )
+    }
+
+    /// Imports TFLite tensor `index` (once) and returns its IR id.
+    ///
+    /// Constant data is copied unless `graph_input` is set (graph inputs carry no data).
+    fn tensor(&mut self, index: usize, graph_input: bool) -> Result<TensorId> {
+        if let Some(&id) = self.map.get(&index) {
+            return Ok(id);
+        }
+        if index >= self.tensors.len() {
+            return Err(malformed(format!(
+                "tensor index {index} is out of range ({} tensors)",
+                self.tensors.len()
+            )));
+        }
+        let what = format!("tensors[{index}]");
+        let t = self.tensor_table(index)?;
+        let mut name = self.tensor_name(index)?;
+        if !self.names.insert(name.clone()) {
+            name = format!("{name}#{index}");
+            self.names.insert(name.clone());
+        }
+        let bad = |detail: String| Error::InvalidTensor {
+            tensor: name.clone(),
+            detail,
+        };
+        let shape_raw =
+            ctx(t.vector(tensor::SHAPE, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+        if shape_raw.len() > MAX_RANK {
+            return Err(bad(format!(
+                "rank {} is more than the {MAX_RANK} we support",
+                shape_raw.len()
+            )));
+        }
+        let mut shape = Vec::with_capacity(shape_raw.len());
+        for &d in &shape_raw {
+            let d = usize::try_from(d).map_err(|_| {
+                bad(format!(
+                    "shape {shape_raw:?} has a negative (dynamic) dimension"
+                ))
+            })?;
+            shape.push(d);
+        }
+        let ty = ctx(t.i8(tensor::TYPE, 0, &what))?;
+        let dtype = match ty {
+            tensor_type::FLOAT32 => DType::F32,
+            tensor_type::INT32 => DType::I32,
+            tensor_type::UINT8 => DType::U8,
+            tensor_type::INT64 => DType::I64,
+            tensor_type::INT16 => DType::I16,
+            tensor_type::INT8 => DType::I8,
+            other => {
+                return Err(bad(format!(
+                    "element type {} is not supported (supported: FLOAT32, INT8, UINT8, INT16, INT32, INT64)",
+                    schema::tensor_type_name(other)
+                )));
+            }
+        };
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
+            .filter(|&b| b <= MAX_TENSOR_BYTES)
+            .ok_or_else(|| {
+                bad(format!(
+                    "shape {shape:?} of {dtype} is larger than {MAX_TENSOR_BYTES} bytes"
+                ))
+            })?;
+        if ctx(t.bool(tensor::IS_VARIABLE, &what))? {
+            return Err(bad("variable (stateful) tensors are not supported".into()));
+        }
+        if ctx(t.table(tensor::SPARSITY, &what))?.is_some() {
+            return Err(bad("sparse tensors are not supported".into()));
+        }
+        let quant = self.quantization(&t, &what, &shape, &bad)?;
+        let buffer_index = ctx(t.u32(tensor::BUFFER, 0, &what))? as usize;
+        let data = if graph_input {
+            None
+        } else {
+            self.buffer_data(buffer_index, &name)?
+        };
+        let data = match data {
+            Some(d) => {
+                if d.len() != bytes {
+                    return Err(bad(format!(
+                        "constant has {} bytes but shape {shape:?} of {dtype} needs {bytes}",
+                        d.len()
+                    )));
+                }
+                self.const_bytes = self.const_bytes.saturating_add(d.len());
+                let budget = self.buf.len().saturating_mul(4).max(1 << 20);
+                if self.const_bytes > budget {
+                    return Err(bad(format!(
+                        "constant data of the tensors read so far ({} bytes) exceeds 4x the file size: \
+                         too many tensors share buffers",
+                        self.const_bytes
+                    )));
+                }
+                Some(d.to_vec())
+            }
+            None => None,
+        };
+        let id = self.graph.add_tensor(Tensor {
+            name,
+            shape,
+            dtype,
+            quant,
+            data,
+        });
+        self.map.insert(index, id);
+        Ok(id)
+    }
+
+    fn quantization(
+        &self,
+        t: &Table<'a>,
+        what: &str,
+        shape: &[usize],
+        bad: &dyn Fn(String) -> Error,
+    ) -> Result<Option<Quantization>> {
+        let Some(q) = ctx(t.table(tensor::QUANTIZATION, what))? else {
+            return Ok(None);
+        };
+        if ctx(q.table(quantization::DETAILS, what))?.is_some() {
+            return Err(bad("custom quantization details are not supported".into()));
+        }
+        let scales = ctx(q.vector(quantization::SCALE, 4, what))?;
+        let Some(scales) = scales.filter(|s| s.len() > 0) else {
+            return Ok(None);
+        };
+        let scale: Vec<f32> = (0..scales.len()).filter_map(|i| scales.f32(i)).collect();
+        if let Some(s) = scale.iter().find(|s| !s.is_finite() || **s < 0.0) {
+            return Err(bad(format!(
+                "quantization scale {s} is not a finite positive number"
+            )));
+        }
+        let zps = ctx(q.vector(quantization::ZERO_POINT, 8, what))?;
+        let zero_point: Vec<i32> = match zps.filter(|z| z.len() > 0) {
+            None => vec![0; scale.len()],
+            Some(z) => {
+                if z.len() != scale.len() {
+                    return Err(bad(format!(
+                        "{} zero points for {} scales",
+                        z.len(),
+                        scale.len()
+                    )));
+                }
+                (0..z.len())
+                    .map(|i| {
+                        let v = z.i64(i).unwrap_or(0);
+                        i32::try_from(v)
+                            .map_err(|_| bad(format!("zero point {v} does not fit in 32 bits")))
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        let axis = if scale.len() > 1 {
+            let dim = ctx(q.i32(quantization::QUANTIZED_DIMENSION, 0, what))?;
+            let ok = usize::try_from(dim)
+                .ok()
+                .filter(|&d| d < shape.len() && shape[d] == scale.len());
+            match ok {
+                Some(d) => Some(d),
+                None => {
+                    return Err(bad(format!(
+                        "{} per-channel scales along dimension {dim} do not match shape {shape:?}",
+                        scale.len()
+                    )));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Some(Quantization {
+            scale,
+            zero_point,
+            axis,
+        }))
+    }
+
+    /// The bytes of buffer `index` (`None` for an empty buffer: an activation).
+    fn buffer_data(&self, index: usize, tensor_name: &str) -> Result<Option<&'a [u8]>> {
+        if index == 0 {
+            return Ok(None); // Buffer 0 is the empty sentinel.
+        }
+        let buffers = self.buffers.ok_or_else(|| {
+            malformed(format!(
+                "tensor '{tensor_name}' refers to buffer {index} but the model has none"
+            ))
+        })?;
+        if index >= buffers.len() {
+            return Err(malformed(format!(
+                "tensor '{tensor_name}' refers to buffer {index} but the model has {}",
+                buffers.len()
+            )));
+        }
+        let what = format!("buffers[{index}]");
+        let b = ctx(buffers.table(index, &what))?;
+        if let Some(d) = ctx(b.vector(buffer::DATA, 1, &what))?
+            && d.len() > 0
+        {
+            return Ok(Some(d.bytes()));
+        }
+        // Large models keep their data after the flatbuffer: offset (from the file start) and size.
+        let offset = ctx(b.u64(buffer::OFFSET, 0, &what))?;
+        let size = ctx(b.u64(buffer::SIZE, 0, &what))?;
+        if offset > 1 && size > 0 {
+            let range = usize::try_from(offset)
+                .ok()
+                .zip(usize::try_from(size).ok())
+                .and_then(|(o, s)| Some(o..o.checked_add(s)?))
+                .filter(|r| r.end <= self.buf.len());
+            return match range {
+                Some(r) => Ok(Some(&self.buf[r])),
+                None => Err(malformed(format!(
+                    "{what}: external data at offset {offset} ({size} bytes) is outside the file ({} bytes)",
+                    self.buf.len()
+                ))),
+            };
+        }
+        Ok(None)
+    }
+}

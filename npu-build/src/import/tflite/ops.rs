@@ -1,0 +1,578 @@
+//! TFLite operators -> IR operators.
+
+use super::fb::Table;
+use super::schema::{builtin as b, options_type, opts};
+use super::{Importer, ctx};
+use crate::error::{Error, Result};
+use crate::ir::{
+    Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
+};
+
+/// TFLite operators the importer maps, by their schema names (sorted).
+pub const SUPPORTED: &[&str] = &[
+    "ADD",
+    "AVERAGE_POOL_2D",
+    "CONCATENATION",
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "DEQUANTIZE",
+    "FULLY_CONNECTED",
+    "MAX_POOL_2D",
+    "MEAN",
+    "MUL",
+    "PAD",
+    "PADV2",
+    "QUANTIZE",
+    "RELU",
+    "RELU6",
+    "RELU_N1_TO_1",
+    "RESHAPE",
+    "RESIZE_BILINEAR",
+    "RESIZE_NEAREST_NEIGHBOR",
+    "SOFTMAX",
+    "SUB",
+];
+
+/// Whether builtin operator `code` is one of [`SUPPORTED`].
+pub fn is_supported(code: i32) -> bool {
+    matches!(
+        code,
+        b::ADD
+            | b::AVERAGE_POOL_2D
+            | b::CONCATENATION
+            | b::CONV_2D
+            | b::DEPTHWISE_CONV_2D
+            | b::DEQUANTIZE
+            | b::FULLY_CONNECTED
+            | b::MAX_POOL_2D
+            | b::MEAN
+            | b::MUL
+            | b::PAD
+            | b::PADV2
+            | b::QUANTIZE
+            | b::RELU
+            | b::RELU6
+            | b::RELU_N1_TO_1
+            | b::RESHAPE
+            | b::RESIZE_BILINEAR
+            | b::RESIZE_NEAREST_NEIGHBOR
+            | b::SOFTMAX
+            | b::SUB
+    )
+}
+
+/// An operator as read from the file, before mapping.
+pub struct RawOp<'a> {
+    pub index: usize,
+    /// Name of the first output tensor (TFLite operators have no names).
+    pub node: String,
+    pub code: i32,
+    pub op_name: String,
+    pub inputs: Vec<i32>,
+    pub outputs: Vec<i32>,
+    pub options_type: u8,
+    pub options: Option<Table<'a>>,
+}
+
+impl RawOp<'_> {
+    fn invalid(&self, detail: impl Into<String>) -> Error {
+        Error::InvalidNode {
+            node: self.node.clone(),
+            op: self.op_name.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The builtin options table, if it is of the expected union type.
+    fn options(&self, ty: u8) -> Option<Table<'_>> {
+        self.options.filter(|_| self.options_type == ty)
+    }
+
+    fn required_options(&self, ty: u8, table: &str) -> Result<Table<'_>> {
+        self.options(ty)
+            .ok_or_else(|| self.invalid(format!("{table} are missing")))
+    }
+
+    fn what(&self) -> String {
+        format!("operators[{}] options", self.index)
+    }
+}
+
+/// Maps a fused activation (`ActivationFunctionType`).
+fn activation(op: &RawOp, code: i8) -> Result<Activation> {
+    match code {
+        0 => Ok(Activation::None),
+        1 => Ok(Activation::Relu),
+        2 => Ok(Activation::ReluN1To1),
+        3 => Ok(Activation::Relu6),
+        4 => Err(op.invalid("fused activation TANH is not supported")),
+        5 => Err(op.invalid("fused activation SIGN_BIT is not supported")),
+        c => Err(op.invalid(format!("unknown fused activation {c}"))),
+    }
+}
+
+/// Output size and explicit padding of one spatial dimension, as TFLite computes them
+/// (`ComputeOutSize` and `ComputePaddingWithOffset`: the extra odd pixel goes after).
+fn window(
+    op: &RawOp,
+    padding: i8,
+    input: usize,
+    filter: usize,
+    stride: usize,
+    dilation: usize,
+) -> Result<(usize, usize, usize)> {
+    let eff = filter
+        .checked_sub(1)
+        .and_then(|f| f.checked_mul(dilation))
+        .and_then(|f| f.checked_add(1))
+        .ok_or_else(|| {
+            op.invalid(format!(
+                "filter size {filter} with dilation {dilation} overflows"
+            ))
+        })?;
+    let out = match padding {
+        0 => input.div_ceil(stride),
+        1 => {
+            if input < eff {
+                return Err(op.invalid(format!(
+                    "VALID padding: the input size {input} is smaller than the filter extent {eff}"
+                )));
+            }
+            (input - eff) / stride + 1
+        }
+        p => return Err(op.invalid(format!("unknown padding mode {p}"))),
+    };
+    let total = (out.saturating_sub(1))
+        .saturating_mul(stride)
+        .saturating_add(eff)
+        .saturating_sub(input);
+    Ok((out, total / 2, total - total / 2))
+}
+
+fn positive(op: &RawOp, v: i32, what: &str) -> Result<usize> {
+    usize::try_from(v)
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| op.invalid(format!("{what} must be positive, got {v}")))
+}
+
+/// Maps one operator; imports the tensors it uses.
+pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
+    let what = op.what();
+    let input_at = |im: &mut Importer, k: usize| -> Result<Option<TensorId>> {
+        match op.inputs.get(k) {
+            None | Some(-1) => Ok(None),
+            Some(&i) => {
+                let i = usize::try_from(i)
+                    .map_err(|_| op.invalid(format!("input {k} refers to tensor {i}")))?;
+                im.tensor(i, false).map(Some)
+            }
+        }
+    };
+    let required = |im: &mut Importer, k: usize| -> Result<TensorId> {
+        input_at(im, k)?.ok_or_else(|| op.invalid(format!("input {k} is missing")))
+    };
+    if op.outputs.len() != 1 {
+        return Err(op.invalid(format!("has {} outputs, expected 1", op.outputs.len())));
+    }
+    let out_index = usize::try_from(op.outputs[0])
+        .map_err(|_| op.invalid(format!("output refers to tensor {}", op.outputs[0])))?;
+    let output = im.tensor(out_index, false)?;
+    let x = required(im, 0)?;
+
+    let (kind, inputs) = match op.code {
+        b::CONV_2D | b::DEPTHWISE_CONV_2D => {
+            let depthwise = op.code == b::DEPTHWISE_CONV_2D;
+            let (ty, table) = if depthwise {
+                (options_type::DEPTHWISE_CONV_2D, "DepthwiseConv2DOptions")
+            } else {
+                (options_type::CONV_2D, "Conv2DOptions")
+            };
+            let o = op.required_options(ty, table)?;
+            let padding = ctx(o.i8(opts::PADDING, 0, &what))?;
+            let sw = positive(op, ctx(o.i32(opts::STRIDE_W, 0, &what))?, "stride_w")?;
+            let sh = positive(op, ctx(o.i32(opts::STRIDE_H, 0, &what))?, "stride_h")?;
+            let (act, dw, dh) = if depthwise {
+                (
+                    ctx(o.i8(opts::DW_ACTIVATION, 0, &what))?,
+                    ctx(o.i32(opts::DW_DILATION_W, 1, &what))?,
+                    ctx(o.i32(opts::DW_DILATION_H, 1, &what))?,
+                )
+            } else {
+                (
+                    ctx(o.i8(opts::CONV_ACTIVATION, 0, &what))?,
+                    ctx(o.i32(opts::CONV_DILATION_W, 1, &what))?,
+                    ctx(o.i32(opts::CONV_DILATION_H, 1, &what))?,
+                )
+            };
+            let dw = positive(op, dw, "dilation_w_factor")?;
+            let dh = positive(op, dh, "dilation_h_factor")?;
+            let activation = activation(op, act)?;
+            let w = required(im, 1)?;
+            let bias = input_at(im, 2)?;
+            let xs = im.graph.tensors[x].shape.clone();
+            let ws = im.graph.tensors[w].shape.clone();
+            let os = im.graph.tensors[output].shape.clone();
+            if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
+                return Err(op.invalid(format!(
+                    "input {xs:?}, filter {ws:?} and output {os:?} must all be 4-D"
+                )));
+            }
+            let (oh, pt, pb) = window(op, padding, xs[1], ws[1], sh, dh)?;
+            let (ow, pl, pr) = window(op, padding, xs[2], ws[2], sw, dw)?;
+            let out_ch = if depthwise { ws[3] } else { ws[0] };
+            let expect = [xs[0], oh, ow, out_ch];
+            if os != expect {
+                return Err(op.invalid(format!(
+                    "output shape {os:?} but input {xs:?} and filter {ws:?} give {expect:?}"
+                )));
+            }
+            let attrs = ConvAttrs {
+                stride: (sh, sw),
+                dilation: (dh, dw),
+                padding: Padding {
+                    top: pt,
+                    left: pl,
+                    bottom: pb,
+                    right: pr,
+                },
+                activation,
+            };
+            let kind = if depthwise {
+                if ws[0] != 1 || xs[3] == 0 || !ws[3].is_multiple_of(xs[3]) {
+                    return Err(op.invalid(format!(
+                        "filter {ws:?} is not [1, KH, KW, C * M] for {} input channels",
+                        xs[3]
+                    )));
+                }
+                // TFLite derives the multiplier from the shapes (the option may be stale).
+                OpKind::DepthwiseConv2d {
+                    attrs,
+                    depth_multiplier: ws[3] / xs[3],
+                }
+            } else {
+                if ws[3] != xs[3] {
+                    return Err(op.invalid(format!(
+                        "filter {ws:?} has {} input channels but the input has {} \
+                         (grouped convolution is not supported)",
+                        ws[3], xs[3]
+                    )));
+                }
+                OpKind::Conv2d(attrs)
+            };
+            let mut inputs = vec![x, w];
+            inputs.extend(bias);
+            (kind, inputs)
+        }
+        b::FULLY_CONNECTED => {
+            let o = op.options(options_type::FULLY_CONNECTED);
+            let (act, format, asym) = match o {
+                Some(o) => (
+                    ctx(o.i8(opts::FC_ACTIVATION, 0, &what))?,
+                    ctx(o.i8(opts::FC_WEIGHTS_FORMAT, 0, &what))?,
+                    ctx(o.bool(opts::FC_ASYMMETRIC_QUANTIZE_INPUTS, &what))?,
+                ),
+                None => (0, 0, false),
+            };
+            let _keep_num_dims = o
+                .map(|o| ctx(o.bool(opts::FC_KEEP_NUM_DIMS, &what)))
+                .transpose()?;
+            if format != 0 {
+                return Err(op.invalid("shuffled weights format is not supported"));
+            }
+            if asym {
+                return Err(op.invalid("hybrid (asymmetric_quantize_inputs) mode is not supported"));
+            }
+            let activation = activation(op, act)?;
+            let w = required(im, 1)?;
+            let bias = input_at(im, 2)?;
+            let ws = &im.graph.tensors[w].shape;
+            if ws.len() != 2 {
+                return Err(op.invalid(format!("weights {ws:?} are not 2-D [O, I]")));
+            }
+            let (o_ch, depth) = (ws[0], ws[1]);
+            let x_elems = im.graph.tensors[x].elements();
+            let out_elems = im.graph.tensors[output].elements();
+            if depth == 0
+                || !x_elems.is_multiple_of(depth)
+                || out_elems != (x_elems / depth).saturating_mul(o_ch)
+            {
+                return Err(op.invalid(format!(
+                    "input of {x_elems} elements, weights {ws:?} and output of {out_elems} elements \
+                     do not agree"
+                )));
+            }
+            let mut inputs = vec![x, w];
+            inputs.extend(bias);
+            (OpKind::FullyConnected { activation }, inputs)
+        }
+        b::ADD | b::SUB | b::MUL => {
+            let ty = match op.code {
+                b::ADD => options_type::ADD,
+                b::SUB => options_type::SUB,
+                _ => options_type::MUL,
+            };
+            let act = match op.options(ty) {
+                Some(o) => ctx(o.i8(opts::BINARY_ACTIVATION, 0, &what))?,
+                None => 0,
+            };
+            let activation = activation(op, act)?;
+            let y = required(im, 1)?;
+            let kind = match op.code {
+                b::ADD => OpKind::Add { activation },
+                b::SUB => OpKind::Sub { activation },
+                _ => OpKind::Mul { activation },
+            };
+            (kind, vec![x, y])
+        }
+        b::MEAN => {
+            let keep_dims = match op.options(options_type::REDUCER) {
+                Some(o) => ctx(o.bool(opts::REDUCER_KEEP_DIMS, &what))?,
+                None => false,
+            };
+            let a = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let axes = const_ints(im, op, a, "axes")?;
+            let mut norm = Vec::with_capacity(axes.len());
+            for &ax in &axes {
+                norm.push(normalize_axis(op, ax, rank)?);
+            }
+            norm.sort_unstable();
+            norm.dedup();
+            (
+                OpKind::Mean {
+                    axes: norm,
+                    keep_dims,
+                },
+                vec![x],
+            )
+        }
+        b::AVERAGE_POOL_2D | b::MAX_POOL_2D => {
+            let o = op.required_options(options_type::POOL_2D, "Pool2DOptions")?;
+            let padding = ctx(o.i8(opts::PADDING, 0, &what))?;
+            let sw = positive(op, ctx(o.i32(opts::STRIDE_W, 0, &what))?, "stride_w")?;
+            let sh = positive(op, ctx(o.i32(opts::STRIDE_H, 0, &what))?, "stride_h")?;
+            let fw = positive(
+                op,
+                ctx(o.i32(opts::POOL_FILTER_W, 0, &what))?,
+                "filter_width",
+            )?;
+            let fh = positive(
+                op,
+                ctx(o.i32(opts::POOL_FILTER_H, 0, &what))?,
+                "filter_height",
+            )?;
+            let activation = activation(op, ctx(o.i8(opts::POOL_ACTIVATION, 0, &what))?)?;
+            let xs = im.graph.tensors[x].shape.clone();
+            let os = im.graph.tensors[output].shape.clone();
+            if xs.len() != 4 || os.len() != 4 {
+                return Err(op.invalid(format!("input {xs:?} and output {os:?} must be 4-D")));
+            }
+            let (oh, pt, pb) = window(op, padding, xs[1], fh, sh, 1)?;
+            let (ow, pl, pr) = window(op, padding, xs[2], fw, sw, 1)?;
+            let expect = [xs[0], oh, ow, xs[3]];
+            if os != expect {
+                return Err(op.invalid(format!(
+                    "output shape {os:?} but input {xs:?} and the window give {expect:?}"
+                )));
+            }
+            let attrs = PoolAttrs {
+                kernel: (fh, fw),
+                stride: (sh, sw),
+                padding: Padding {
+                    top: pt,
+                    left: pl,
+                    bottom: pb,
+                    right: pr,
+                },
+                activation,
+            };
+            let kind = if op.code == b::AVERAGE_POOL_2D {
+                OpKind::AvgPool(attrs)
+            } else {
+                OpKind::MaxPool(attrs)
+            };
+            (kind, vec![x])
+        }
+        b::CONCATENATION => {
+            let o = op.required_options(options_type::CONCATENATION, "ConcatenationOptions")?;
+            let axis = ctx(o.i32(opts::CONCAT_AXIS, 0, &what))?;
+            let activation = activation(op, ctx(o.i8(opts::CONCAT_ACTIVATION, 0, &what))?)?;
+            let rank = im.graph.tensors[output].shape.len();
+            let axis = normalize_axis(op, i64::from(axis), rank)?;
+            let mut inputs = vec![x];
+            for k in 1..op.inputs.len() {
+                inputs.push(required(im, k)?);
+            }
+            (OpKind::Concat { axis, activation }, inputs)
+        }
+        b::RESHAPE => {
+            // The new shape (input 1 or the options) is the output tensor's shape.
+            let n_in = im.graph.tensors[x].elements();
+            let n_out = im.graph.tensors[output].elements();
+            if n_in != n_out {
+                return Err(
+                    op.invalid(format!("reshapes {n_in} elements into a tensor of {n_out}"))
+                );
+            }
+            (OpKind::Reshape, vec![x])
+        }
+        b::PAD | b::PADV2 => {
+            let p = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let raw = const_ints(im, op, p, "paddings")?;
+            if raw.len() != rank * 2 {
+                return Err(op.invalid(format!(
+                    "paddings have {} values, expected {} for a rank-{rank} input",
+                    raw.len(),
+                    rank * 2
+                )));
+            }
+            let mut pads = Vec::with_capacity(rank);
+            for pair in raw.chunks_exact(2) {
+                let before = usize::try_from(pair[0]);
+                let after = usize::try_from(pair[1]);
+                match (before, after) {
+                    (Ok(a), Ok(b)) => pads.push((a, b)),
+                    _ => return Err(op.invalid(format!("negative paddings {raw:?}"))),
+                }
+            }
+            let value = if op.code == b::PADV2 {
+                match input_at(im, 2)? {
+                    None => None,
+                    Some(c) => Some(pad_value(im, op, c, x)?),
+                }
+            } else {
+                None
+            };
+            (OpKind::Pad { pads, value }, vec![x])
+        }
+        b::RESIZE_NEAREST_NEIGHBOR | b::RESIZE_BILINEAR => {
+            let (mode, align_corners, half_pixel_centers) = if op.code == b::RESIZE_BILINEAR {
+                match op.options(options_type::RESIZE_BILINEAR) {
+                    Some(o) => (
+                        ResizeMode::Bilinear,
+                        ctx(o.bool(opts::BILINEAR_ALIGN_CORNERS, &what))?,
+                        ctx(o.bool(opts::BILINEAR_HALF_PIXEL_CENTERS, &what))?,
+                    ),
+                    None => (ResizeMode::Bilinear, false, false),
+                }
+            } else {
+                match op.options(options_type::RESIZE_NEAREST_NEIGHBOR) {
+                    Some(o) => (
+                        ResizeMode::Nearest,
+                        ctx(o.bool(opts::NEAREST_ALIGN_CORNERS, &what))?,
+                        ctx(o.bool(opts::NEAREST_HALF_PIXEL_CENTERS, &what))?,
+                    ),
+                    None => (ResizeMode::Nearest, false, false),
+                }
+            };
+            if align_corners && half_pixel_centers {
+                return Err(op.invalid("align_corners and half_pixel_centers are both set"));
+            }
+            let xs = im.graph.tensors[x].shape.clone();
+            let os = im.graph.tensors[output].shape.clone();
+            if xs.len() != 4 || os.len() != 4 || xs[0] != os[0] || xs[3] != os[3] {
+                return Err(op.invalid(format!(
+                    "input {xs:?} and output {os:?} must be 4-D NHWC with the same N and C"
+                )));
+            }
+            if let Some(s) = input_at(im, 1)? {
+                let size = const_ints(im, op, s, "size")?;
+                let want = [os[1] as i64, os[2] as i64];
+                if size != want {
+                    return Err(op.invalid(format!(
+                        "size {size:?} does not match the output shape {os:?}"
+                    )));
+                }
+            }
+            (
+                OpKind::Resize {
+                    mode,
+                    align_corners,
+                    half_pixel_centers,
+                },
+                vec![x],
+            )
+        }
+        b::SOFTMAX => {
+            let beta = match op.options(options_type::SOFTMAX) {
+                Some(o) => ctx(o.f32(opts::SOFTMAX_BETA, 0.0, &what))?,
+                None => 0.0,
+            };
+            if !beta.is_finite() {
+                return Err(op.invalid(format!("beta {beta} is not finite")));
+            }
+            (OpKind::Softmax { beta }, vec![x])
+        }
+        b::QUANTIZE => (OpKind::Quantize, vec![x]),
+        b::DEQUANTIZE => (OpKind::Dequantize, vec![x]),
+        b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
+        b::RELU6 => (OpKind::Activation(Activation::Relu6), vec![x]),
+        b::RELU_N1_TO_1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
+        _ => {
+            return Err(Error::UnsupportedOp {
+                node: op.node.clone(),
+                op: op.op_name.clone(),
+                supported: SUPPORTED.join(", "),
+            });
+        }
+    };
+    Ok(Op {
+        name: im.graph.tensors[output].name.clone(),
+        kind,
+        inputs,
+        outputs: vec![output],
+    })
+}
+
+fn normalize_axis(op: &RawOp, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(op.invalid(format!("axis {axis} is out of range for rank {rank}")));
+    }
+    Ok(if axis < 0 { axis + r } else { axis } as usize)
+}
+
+/// The values of a constant integer tensor (I32 or I64).
+fn const_ints(im: &Importer, op: &RawOp, id: TensorId, what: &str) -> Result<Vec<i64>> {
+    let t = &im.graph.tensors[id];
+    let v = match t.dtype {
+        DType::I32 => t.data_i32().map(|v| v.into_iter().map(i64::from).collect()),
+        DType::I64 => t.data_i64(),
+        _ => None,
+    };
+    v.ok_or_else(|| {
+        op.invalid(format!(
+            "{what} ('{}') must be a constant INT32 or INT64 tensor",
+            t.name
+        ))
+    })
+}
+
+/// PADV2's constant value, as a raw (quantized) integer of the input's type.
+fn pad_value(im: &Importer, op: &RawOp, c: TensorId, x: TensorId) -> Result<i32> {
+    let t = &im.graph.tensors[c];
+    let xt = im.graph.tensors[x].dtype;
+    let d = t
+        .data
+        .as_deref()
+        .filter(|_| t.elements() == 1 && t.dtype == xt);
+    let v = match (d, xt) {
+        (Some(d), DType::I8) => d.first().map(|&b| i32::from(b as i8)),
+        (Some(d), DType::U8) => d.first().map(|&b| i32::from(b)),
+        (Some(d), DType::I16) => d
+            .get(..2)
+            .map(|b| i32::from(i16::from_le_bytes([b[0], b[1]]))),
+        (Some(d), DType::I32) => d
+            .get(..4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        _ => None,
+    };
+    v.ok_or_else(|| {
+        op.invalid(format!(
+            "constant_values ('{}') must be a one-element integer constant of the input's type",
+            t.name
+        ))
+    })
+}
