@@ -1,4 +1,14 @@
-//! The Ethos-U55/U65 backend: lower -> weights -> schedule -> alloc -> emit; perf.
+//! The Ethos-U55/U65 backend: lower -> block selection -> weight encoding -> allocation -> emission.
+//!
+//! - [`lower`]: IR graph -> [`npu_op::Program`] (buffers + NPU operations, all numerics decided).
+//! - [`block`]: OFM block and shared-buffer layout of each operation.
+//! - [`weights`]: weight and scale/bias streams in the format the hardware reads.
+//! - [`alloc`]: arena placement by liveness.
+//! - [`emit`]: register command stream with dependencies (BLOCKDEP, waits, LUT DMAs).
 
 pub mod alloc;
+pub mod block;
+pub mod emit;
+pub mod lower;
+pub mod npu_op;
 pub mod weights;

@@ -1,0 +1,398 @@
+//! The backend's operation list: what each NPU operation reads, writes and computes, before
+//! registers are chosen.
+//!
+//! Lowering ([`super::lower`]) turns the IR into a [`Program`]: buffers (arena feature maps and
+//! read-only constants) and [`NpuOp`]s that refer to them symbolically. Block selection
+//! ([`super::block`]) fills [`NpuOp::block`], weight encoding places weight streams in the
+//! read-only region, allocation ([`super::alloc`]) gives every arena buffer an offset, and
+//! emission ([`super::emit`]) writes the register command stream.
+//!
+//! Every numeric choice (scales, shifts, rounding, clip bounds, zero points) is made by lowering;
+//! emission only encodes it, so one op means the same thing to the emitter and to anyone reading
+//! the list (`npu compile --dump-ops`).
+
+use npu_rt::ethos_u::regs::fields::{
+    AccFormat, ActivationClipRange, ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode,
+    RoundMode,
+};
+
+/// Index of a buffer in [`Program::buffers`].
+pub type BufferId = usize;
+
+/// Where a buffer lives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BufferKind {
+    /// A feature map in the arena (region 1), placed by liveness.
+    Arena,
+    /// Read-only bytes in region 0 (LUTs, int32 constants, fill values). Weight streams are not
+    /// buffers: they are encoded from [`ConvWeights`] after block selection.
+    Const(Vec<u8>),
+}
+
+/// A graph input or output living in an arena buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Io {
+    /// Graph input `k` (model order).
+    Input(usize),
+    /// Graph output `k` (model order).
+    Output(usize),
+}
+
+/// A block of bytes that ops read or write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    /// The IR tensor (or constant) it holds, for messages and dumps.
+    pub name: String,
+    /// Size in bytes (before rounding to the allocation quantum).
+    pub size: usize,
+    pub kind: BufferKind,
+    /// Set when the buffer is a graph input or output (those are always NHWC, dense).
+    pub io: Option<Io>,
+}
+
+/// Element type of a feature map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    I8,
+    U8,
+    I16,
+    I32,
+}
+
+impl ElemType {
+    pub const fn bytes(self) -> usize {
+        match self {
+            ElemType::I8 | ElemType::U8 => 1,
+            ElemType::I16 => 2,
+            ElemType::I32 => 4,
+        }
+    }
+
+    pub const fn bits(self) -> usize {
+        self.bytes() * 8
+    }
+
+    pub const fn signed(self) -> bool {
+        !matches!(self, ElemType::U8)
+    }
+
+    /// Lowest and highest value.
+    pub const fn range(self) -> (i64, i64) {
+        match self {
+            ElemType::I8 => (-128, 127),
+            ElemType::U8 => (0, 255),
+            ElemType::I16 => (-32768, 32767),
+            ElemType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        }
+    }
+}
+
+/// Memory layout of a feature map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Dense `[H, W, C]` rows.
+    Nhwc,
+    /// Bricks of 16 channels: `[H, C/16, W, 16]`.
+    Nhcwb16,
+}
+
+/// A box of a feature map as one operation reads or writes it.
+///
+/// `offset` is the byte offset of element (0, 0, 0) of the box from the start of `buffer`;
+/// the strides are the tensor's (not the box's), so a box can be a slice of a larger tensor
+/// (concat, depth slices) or a view (reshape).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeatureMap {
+    pub buffer: BufferId,
+    pub offset: usize,
+    /// `[H, W, C]` of the box.
+    pub shape: [usize; 3],
+    /// Byte strides `[y, x, c]` as the registers take them (see backend-facts §5.1 for NHCWB16).
+    pub strides: [usize; 3],
+    pub layout: Layout,
+    pub dtype: ElemType,
+    pub zero_point: i32,
+}
+
+impl FeatureMap {
+    /// A dense NHWC box covering a whole `[H, W, C]` tensor at the start of `buffer`.
+    ///
+    /// ```
+    /// use npu_build::ethos_u::npu_op::{ElemType, FeatureMap};
+    /// let f = FeatureMap::nhwc(0, [4, 5, 6], ElemType::I8, -1);
+    /// assert_eq!(f.strides, [30, 6, 1]);
+    /// ```
+    pub fn nhwc(buffer: BufferId, shape: [usize; 3], dtype: ElemType, zero_point: i32) -> Self {
+        let e = dtype.bytes();
+        FeatureMap {
+            buffer,
+            offset: 0,
+            shape,
+            strides: [shape[1] * shape[2] * e, shape[2] * e, e],
+            layout: Layout::Nhwc,
+            dtype,
+            zero_point,
+        }
+    }
+
+    /// A brick-format (NHCWB16) box covering a whole `[H, W, C]` tensor at the start of `buffer`.
+    pub fn nhcwb16(buffer: BufferId, shape: [usize; 3], dtype: ElemType, zero_point: i32) -> Self {
+        let e = dtype.bytes();
+        let c16 = shape[2].div_ceil(16) * 16;
+        FeatureMap {
+            buffer,
+            offset: 0,
+            shape,
+            strides: [shape[1] * c16 * e, 16 * e, 16 * e * shape[1]],
+            layout: Layout::Nhcwb16,
+            dtype,
+            zero_point,
+        }
+    }
+
+    /// Bytes from `offset` to one past the last element of the box.
+    pub fn extent(&self) -> usize {
+        let [h, w, c] = self.shape;
+        if h == 0 || w == 0 || c == 0 {
+            return 0;
+        }
+        let e = self.dtype.bytes();
+        let last_c = match self.layout {
+            Layout::Nhwc => (c - 1) * self.strides[2],
+            Layout::Nhcwb16 => ((c - 1) / 16) * self.strides[2] + ((c - 1) % 16) * e,
+        };
+        (h - 1) * self.strides[0] + (w - 1) * self.strides[1] + last_c + e
+    }
+
+    pub fn elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// Kernel geometry (1x1, stride 1 for elementwise operations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Kernel {
+    /// Undilated kernel height and width.
+    pub h: usize,
+    pub w: usize,
+    pub stride_y: usize,
+    pub stride_x: usize,
+    pub dilation_y: usize,
+    pub dilation_x: usize,
+}
+
+impl Kernel {
+    pub const UNIT: Kernel = Kernel {
+        h: 1,
+        w: 1,
+        stride_y: 1,
+        stride_x: 1,
+        dilation_y: 1,
+        dilation_x: 1,
+    };
+
+    pub const fn dilated_h(&self) -> usize {
+        self.dilation_y * (self.h - 1) + 1
+    }
+
+    pub const fn dilated_w(&self) -> usize {
+        self.dilation_x * (self.w - 1) + 1
+    }
+}
+
+/// A 32-bit scale and right shift, as in OFM_SCALE / OPA_SCALE and the scale stream:
+/// `x * scale >> shift` with the op's rounding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scale {
+    pub scale: u32,
+    pub shift: u8,
+}
+
+impl Scale {
+    /// `(1, 0)`: no scaling.
+    pub const UNIT: Scale = Scale { scale: 1, shift: 0 };
+}
+
+/// One output channel's entry of the scale/bias stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChannelScale {
+    /// 40-bit signed bias added to the accumulator.
+    pub bias: i64,
+    /// Positive multiplier.
+    pub scale: u32,
+    /// Right shift, 0..=63.
+    pub shift: u8,
+}
+
+/// Weights of a convolution, depthwise convolution or fully connected layer, before encoding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvWeights {
+    /// `[O, KH, KW, I]` (depthwise: `[C, KH, KW, 1]`), undilated.
+    pub shape: [usize; 4],
+    /// Weight values with the weight zero point already subtracted, in `shape` order.
+    pub values: Vec<i16>,
+    /// One entry per output channel.
+    pub scales: Vec<ChannelScale>,
+}
+
+/// The second operand of an elementwise operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Operand2 {
+    /// A feature map; dimensions of size 1 where the IFM's are larger are broadcast.
+    Tensor(FeatureMap),
+    /// A quantized scalar (IFM2_SCALAR, 16-bit), with its zero point.
+    Scalar { value: i32, zero_point: i32 },
+}
+
+/// The scaling of an elementwise operation's inputs (Add/Sub).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InputScaling {
+    pub mode: IfmScaleMode,
+    /// OPA_SCALE: 32-bit scale and shift (also used for OPB in `OPB_32` mode, as Vela does).
+    pub opa: Scale,
+    /// OPB_SCALE: 16-bit scale (only meaningful in `OPA_OPB_16` mode).
+    pub opb: u16,
+}
+
+/// What the hardware does after scaling: an optional table lookup, then a clamp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Activation {
+    /// Clamp bounds in the OFM's quantized domain (ACTIVATION_MIN/MAX, 16-bit).
+    pub min: i32,
+    pub max: i32,
+    pub clip_range: ActivationClipRange,
+    /// A lookup table applied before the clamp: a [`BufferKind::Const`] buffer of 256 bytes
+    /// (int8 table), 1024 bytes (256 x int32) or 2048 bytes (int16 interpolating table). The
+    /// emitter DMAs it into the shared buffer and picks the slot.
+    pub lut: Option<BufferId>,
+}
+
+impl Activation {
+    /// No table, clamp to the full range of `dtype` (limited to 16 bits, as the registers are).
+    pub fn none(dtype: ElemType) -> Self {
+        let (lo, hi) = dtype.range();
+        Activation {
+            min: lo.max(-32768) as i32,
+            max: hi.min(32767) as i32,
+            clip_range: ActivationClipRange::OfmPrecision,
+            lut: None,
+        }
+    }
+}
+
+/// The operation class and its class-specific inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NpuOpKind {
+    /// NPU_OP_CONV (also fully connected as a 1x1 convolution).
+    Conv(ConvWeights),
+    /// NPU_OP_DEPTHWISE (depth multiplier 1).
+    Depthwise(ConvWeights),
+    /// NPU_OP_POOL.
+    Pool(PoolingMode),
+    /// NPU_OP_ELEMENTWISE.
+    Elementwise {
+        mode: ElementwiseMode,
+        /// `None` for unary modes (abs, clz, lrelu).
+        ifm2: Option<Operand2>,
+        /// IFM2 is operand A (the hardware computes `ifm2 op ifm`), for broadcasts where the
+        /// smaller tensor is the first operand.
+        reversed: bool,
+        /// Input scaling for add/sub (`None`: OPA_OPB_16 with no scale registers emitted).
+        input_scaling: Option<InputScaling>,
+    },
+}
+
+/// The block configuration chosen for an operation (see backend-facts §1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockConfig {
+    /// OFM block `[H, W, C]`.
+    pub ofm_block: [usize; 3],
+    /// IFM block `[H, W, C]` (informative; the hardware derives it).
+    pub ifm_block: [usize; 3],
+    /// Shared-buffer bank registers.
+    pub ifm_ib_end: u8,
+    pub ab_start: u8,
+    pub ifm2_ib_start: Option<u8>,
+    pub acc_format: AccFormat,
+    /// Weight traversal for convolutions (part-kernel-first or depth-first).
+    pub part_kernel_first: bool,
+}
+
+/// One NPU operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpuOp {
+    /// The IR node it comes from (several ops may share one), for messages and dumps.
+    pub name: String,
+    pub kind: NpuOpKind,
+    pub ifm: FeatureMap,
+    pub ofm: FeatureMap,
+    pub kernel: Kernel,
+    /// IFM_PAD_TOP/LEFT/BOTTOM/RIGHT (0..=127); padding reads the IFM zero point.
+    pub padding: crate::ir::Padding,
+    pub upscale: IfmUpscaleMode,
+    /// OFM_SCALE for pooling and elementwise ops; `None` for conv/depthwise (per-channel scales).
+    pub ofm_scale: Option<Scale>,
+    pub ifm_round: RoundMode,
+    pub ofm_round: RoundMode,
+    pub activation: Activation,
+    /// Filled by block selection.
+    pub block: Option<BlockConfig>,
+}
+
+/// A lowered model: buffers and operations in execution order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Program {
+    pub buffers: Vec<Buffer>,
+    pub ops: Vec<NpuOp>,
+}
+
+impl Program {
+    /// Adds a buffer and returns its id.
+    pub fn add_buffer(&mut self, b: Buffer) -> BufferId {
+        self.buffers.push(b);
+        self.buffers.len() - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extents() {
+        let f = FeatureMap::nhwc(0, [2, 3, 4], ElemType::I8, 0);
+        assert_eq!(f.extent(), 24);
+        let b = FeatureMap::nhcwb16(0, [2, 3, 20], ElemType::I8, 0);
+        // 2 rows of 3 x 32 bytes, last element at row 1, x 2, brick 1, lane 3.
+        assert_eq!(b.strides, [96, 16, 48]);
+        assert_eq!(b.extent(), 96 + 2 * 16 + 48 + 3 + 1);
+    }
+}
+
+/// Where everything ended up: the input of emission.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// `(region, address)` of every buffer of the program (same index as `Program::buffers`).
+    pub buffers: Vec<(u8, u64)>,
+    /// Per op (same index as `Program::ops`): its encoded weight and scale streams, for
+    /// convolution and depthwise ops.
+    pub weights: Vec<Option<WeightStreams>>,
+}
+
+/// The encoded weight and scale/bias streams of one op, one entry per core that has work
+/// (ethos-u65-512 splits output channels over two cores: channel `c` goes to core `c % 2`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WeightStreams {
+    /// Region holding the streams (0: read-only).
+    pub region: u8,
+    pub cores: Vec<CoreStreams>,
+}
+
+/// One core's streams: addresses and lengths as WEIGHT_BASE/LENGTH and SCALE_BASE/LENGTH take them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreStreams {
+    pub weight_addr: u64,
+    pub weight_len: u64,
+    pub scale_addr: u64,
+    pub scale_len: u64,
+}
