@@ -194,7 +194,8 @@ fn ops_round_trip_with_stripes_and_cores() {
     for _ in 0..200 {
         let (layout, ofm_depth) = random_layout(&mut rng);
         let per = layout.per_channel();
-        let ohwi = sample(&mut rng, rng.pick(&DISTS), ofm_depth as usize * per);
+        let dist = rng.pick(&DISTS);
+        let ohwi = sample(&mut rng, dist, ofm_depth as usize * per);
         let scales: Vec<ScaleEntry> = (0..ofm_depth)
             .map(|_| ScaleEntry {
                 bias: rng.range(ScaleEntry::BIAS_MIN, ScaleEntry::BIAS_MAX),

@@ -1,0 +1,9 @@
+//! Lowering of elementwise.
+
+use super::Lowering;
+use crate::error::Result;
+use crate::ir::Op;
+
+pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    Err(cx.limit(op, "lowering of this operator is not written yet"))
+}

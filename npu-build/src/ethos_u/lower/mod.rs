@@ -1,0 +1,291 @@
+//! Lowering: the IR graph into a [`Program`] of NPU operations.
+//!
+//! One module per operator family; each exposes `lower(cx, op)` that appends NPU operations to
+//! the program through the [`Lowering`] context. The context owns the mapping from IR tensors to
+//! buffers, so views (reshape) and slices (concat) share bytes instead of copying them.
+//!
+//! Numerics (scales, shifts, rounding, clip bounds) are decided here and follow
+//! TFLite's reference kernels bit for bit; where Vela's choice differs from TFLite's (e.g. the
+//! float32 Mul scale), TFLite wins and the module says so.
+
+use npu_rt::ethos_u::config::AcceleratorConfig;
+
+use super::npu_op::{Buffer, BufferId, BufferKind, ElemType, FeatureMap, Io, Layout, Program};
+use crate::error::{Error, Result};
+use crate::ir::{DType, Graph, Op, OpKind, TensorId};
+
+mod concat;
+mod conv;
+mod elementwise;
+mod mean;
+mod pad;
+mod pool;
+mod resize;
+mod softmax;
+
+/// Where an IR tensor's bytes are: a buffer, a byte offset into it and the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorPlace {
+    pub buffer: BufferId,
+    pub offset: usize,
+    pub layout: Layout,
+    /// Byte strides `[y, x, c]` of the tensor as placed (for slices of a larger tensor these
+    /// are the larger tensor's).
+    pub strides: [usize; 3],
+}
+
+/// State shared by the per-operator lowerings.
+pub struct Lowering<'g> {
+    pub graph: &'g Graph,
+    pub accel: &'g AcceleratorConfig,
+    pub program: Program,
+    /// Where each IR tensor lives, once known.
+    places: Vec<Option<TensorPlace>>,
+}
+
+impl<'g> Lowering<'g> {
+    fn new(graph: &'g Graph, accel: &'g AcceleratorConfig) -> Self {
+        Lowering {
+            graph,
+            accel,
+            program: Program::default(),
+            places: vec![None; graph.tensors.len()],
+        }
+    }
+
+    /// An [`Error::InvalidNode`] for `op`.
+    pub fn invalid(op: &Op, detail: impl Into<String>) -> Error {
+        Error::InvalidNode {
+            node: op.name.clone(),
+            op: op.kind.name().into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// An error saying the NPU cannot run `op` for the reason `limit` (the partitioner of the
+    /// CPU-fallback issue routes such operators to the CPU).
+    pub fn limit(&self, op: &Op, limit: impl Into<String>) -> Error {
+        Error::HardwareLimit {
+            node: op.name.clone(),
+            op: op.kind.name().into(),
+            target: self.accel.name.into(),
+            limit: limit.into(),
+        }
+    }
+
+    /// The feature-map element type of IR tensor `t`.
+    pub fn elem_type(&self, op: &Op, t: TensorId) -> Result<ElemType> {
+        let tensor = &self.graph.tensors[t];
+        match tensor.dtype {
+            DType::I8 => Ok(ElemType::I8),
+            DType::U8 => Ok(ElemType::U8),
+            DType::I16 => Ok(ElemType::I16),
+            DType::I32 => Ok(ElemType::I32),
+            other => Err(self.limit(
+                op,
+                format!("tensor '{}' is {other}; the NPU runs i8, u8, i16 and i32", tensor.name),
+            )),
+        }
+    }
+
+    /// `(scale, zero_point)` of IR tensor `t` (per-tensor; `(1.0, 0)` when unquantized).
+    pub fn quant(&self, t: TensorId) -> (f32, i32) {
+        match &self.graph.tensors[t].quant {
+            Some(q) => (q.scale(), q.zero_point()),
+            None => (1.0, 0),
+        }
+    }
+
+    /// The `[H, W, C]` view of an IR activation shape: `[N=1, H, W, C]`, `[N, C]` as `[1, N, C]`,
+    /// `[C]` as `[1, 1, C]`. Other shapes (batch > 1 in 4-D, rank > 4) are a hardware-limit error.
+    pub fn hwc(&self, op: &Op, t: TensorId) -> Result<[usize; 3]> {
+        let tensor = &self.graph.tensors[t];
+        let s = &tensor.shape;
+        let hwc = match s.len() {
+            0 => [1, 1, 1],
+            1 => [1, 1, s[0]],
+            2 => [1, s[0], s[1]],
+            3 => [s[0], s[1], s[2]],
+            4 if s[0] == 1 => [s[1], s[2], s[3]],
+            _ => {
+                return Err(self.limit(
+                    op,
+                    format!(
+                        "tensor '{}' has shape {:?}; the NPU lowering handles batch 1 and rank <= 4",
+                        tensor.name, s
+                    ),
+                ));
+            }
+        };
+        if hwc.iter().any(|&d| d > 65536) {
+            return Err(self.limit(
+                op,
+                format!(
+                    "tensor '{}' has a dimension above 65536 ({:?})",
+                    tensor.name, hwc
+                ),
+            ));
+        }
+        Ok(hwc)
+    }
+
+    /// Where IR tensor `t` lives; allocates a dense NHWC arena buffer for it on first use.
+    pub fn place(&mut self, t: TensorId) -> TensorPlace {
+        if let Some(p) = self.places[t] {
+            return p;
+        }
+        let tensor = &self.graph.tensors[t];
+        let io = self
+            .graph
+            .inputs
+            .iter()
+            .position(|&i| i == t)
+            .map(Io::Input)
+            .or_else(|| self.graph.outputs.iter().position(|&o| o == t).map(Io::Output));
+        let kind = match &tensor.data {
+            Some(bytes) => BufferKind::Const(bytes.clone()),
+            None => BufferKind::Arena,
+        };
+        let buffer = self.program.add_buffer(Buffer {
+            name: tensor.name.clone(),
+            size: tensor.byte_size(),
+            kind,
+            io,
+        });
+        let e = tensor.dtype.size();
+        let shape = &tensor.shape;
+        let c = shape.last().copied().unwrap_or(1);
+        let w = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
+        let place = TensorPlace {
+            buffer,
+            offset: 0,
+            layout: Layout::Nhwc,
+            strides: [w * c * e, c * e, e],
+        };
+        self.places[t] = Some(place);
+        place
+    }
+
+    /// Makes `t` live at `place` (a view or slice of another tensor's buffer). Fails if `t`
+    /// already has a place.
+    pub fn set_place(&mut self, op: &Op, t: TensorId, place: TensorPlace) -> Result<()> {
+        if self.places[t].is_some() {
+            return Err(Self::invalid(
+                op,
+                format!(
+                    "internal: tensor '{}' was placed twice",
+                    self.graph.tensors[t].name
+                ),
+            ));
+        }
+        self.places[t] = Some(place);
+        Ok(())
+    }
+
+    /// True if `t` has been placed already.
+    pub fn is_placed(&self, t: TensorId) -> bool {
+        self.places[t].is_some()
+    }
+
+    /// The feature map of IR tensor `t` as `[H, W, C]` (see [`Lowering::hwc`]), with its zero point.
+    pub fn fm(&mut self, op: &Op, t: TensorId) -> Result<FeatureMap> {
+        let shape = self.hwc(op, t)?;
+        let dtype = self.elem_type(op, t)?;
+        let (_, zero_point) = self.quant(t);
+        let p = self.place(t);
+        Ok(FeatureMap {
+            buffer: p.buffer,
+            offset: p.offset,
+            shape,
+            strides: p.strides,
+            layout: p.layout,
+            dtype,
+            zero_point,
+        })
+    }
+
+    /// Adds a read-only constant buffer (LUTs, int32 constants) and returns its id.
+    pub fn const_buffer(&mut self, name: impl Into<String>, bytes: Vec<u8>) -> BufferId {
+        self.program.add_buffer(Buffer {
+            name: name.into(),
+            size: bytes.len(),
+            kind: BufferKind::Const(bytes),
+            io: None,
+        })
+    }
+
+    /// Adds an arena scratch buffer (intermediates of decompositions) and returns its id.
+    pub fn scratch_buffer(&mut self, name: impl Into<String>, size: usize) -> BufferId {
+        self.program.add_buffer(Buffer {
+            name: name.into(),
+            size,
+            kind: BufferKind::Arena,
+            io: None,
+        })
+    }
+}
+
+/// Lowers every operator of `graph` to NPU operations for `accel`.
+///
+/// Fails on the first operator the NPU cannot run, naming it (the CPU-fallback partitioner
+/// calls the per-operator check first and only lowers NPU segments).
+pub fn lower(graph: &Graph, accel: &AcceleratorConfig) -> Result<Program> {
+    let mut cx = Lowering::new(graph, accel);
+    // Graph inputs and outputs get their buffers first so they are dense NHWC and flagged.
+    for &t in graph.inputs.iter().chain(&graph.outputs) {
+        cx.place(t);
+    }
+    for op in &graph.ops {
+        lower_op(&mut cx, op)?;
+    }
+    Ok(cx.program)
+}
+
+fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    match &op.kind {
+        OpKind::Conv2d(_) | OpKind::DepthwiseConv2d { .. } | OpKind::FullyConnected { .. } => {
+            conv::lower(cx, op)
+        }
+        OpKind::Add { .. } | OpKind::Sub { .. } | OpKind::Mul { .. } => elementwise::lower(cx, op),
+        OpKind::AvgPool(_) | OpKind::MaxPool(_) => pool::lower(cx, op),
+        OpKind::Quantize | OpKind::Activation(_) => pool::lower_rescale(cx, op),
+        OpKind::Mean { .. } => mean::lower(cx, op),
+        OpKind::Concat { .. } => concat::lower(cx, op),
+        OpKind::Reshape => lower_reshape(cx, op),
+        OpKind::Pad { .. } => pad::lower(cx, op),
+        OpKind::Resize { .. } => resize::lower(cx, op),
+        OpKind::Softmax { .. } => softmax::lower(cx, op),
+        OpKind::Transpose { .. } | OpKind::Dequantize => Err(cx.limit(
+            op,
+            "the NPU lowering has no transpose/dequantize; these run on the CPU",
+        )),
+    }
+}
+
+/// A reshape is a view: the output shares the input's bytes (both dense NHWC).
+fn lower_reshape(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    let (&x, &y) = match (op.inputs.first(), op.outputs.first()) {
+        (Some(x), Some(y)) => (x, y),
+        _ => return Err(Lowering::invalid(op, "needs one input and one output")),
+    };
+    let p = cx.place(x);
+    if p.layout != Layout::Nhwc || p.offset != 0 || cx.is_placed(y) {
+        // The input is a slice or brick-formatted, or the output already has a home (a graph
+        // output): copy instead of aliasing.
+        return pool::lower_copy(cx, op, x, y);
+    }
+    let e = cx.graph.tensors[y].dtype.size();
+    let shape = &cx.graph.tensors[y].shape;
+    let c = shape.last().copied().unwrap_or(1);
+    let w = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
+    cx.set_place(
+        op,
+        y,
+        TensorPlace {
+            buffer: p.buffer,
+            offset: 0,
+            layout: Layout::Nhwc,
+            strides: [w * c * e, c * e, e],
+        },
+    )
+}
