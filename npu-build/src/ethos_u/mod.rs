@@ -5,10 +5,16 @@
 //! - [`weights`]: weight and scale/bias streams in the format the hardware reads.
 //! - [`alloc`]: arena placement by liveness.
 //! - [`emit`]: register command stream with dependencies (BLOCKDEP, waits, LUT DMAs).
+//! - [`compile`](compile::compile): the driver running them in order; [`artifact`]: its result.
 
 pub mod alloc;
+pub mod artifact;
 pub mod block;
+pub mod compile;
 pub mod emit;
 pub mod lower;
 pub mod npu_op;
 pub mod weights;
+
+pub use artifact::{Compiled, IoTensor};
+pub use compile::compile;

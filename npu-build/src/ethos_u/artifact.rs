@@ -1,0 +1,124 @@
+//! The compiled artifact: command stream, read-only data, arena size and I/O locations, and its
+//! on-disk form (Vela's raw-output layout, so `npu sim` and the fixtures' tooling read both).
+
+use std::path::Path;
+use std::time::Duration;
+
+use npu_rt::ethos_u::config::AcceleratorConfig;
+use serde_json::{Value as Json, json};
+
+use super::npu_op::Program;
+use crate::error::{Error, Result};
+use crate::ir::DType;
+
+/// Where a graph input or output lives and how it is quantized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IoTensor {
+    pub name: String,
+    /// Shape as in the model.
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub scale: f32,
+    pub zero_point: i32,
+    /// Region (base pointer index) and byte offset in it.
+    pub region: u8,
+    pub offset: usize,
+}
+
+impl IoTensor {
+    pub fn byte_size(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size()
+    }
+}
+
+/// A model compiled for one accelerator.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// Model name (file stem).
+    pub name: String,
+    pub accelerator: &'static AcceleratorConfig,
+    /// The COP1 driver payload holding the command stream.
+    pub command_stream: Vec<u8>,
+    /// Region 0: encoded weights, scale/bias streams, LUTs and constants.
+    pub weights: Vec<u8>,
+    /// Bytes of region 1 (the arena: feature maps, graph inputs and outputs).
+    pub arena_size: usize,
+    /// Bytes of region 2 (fast scratch; 0 when unused).
+    pub fast_scratch_size: usize,
+    pub inputs: Vec<IoTensor>,
+    pub outputs: Vec<IoTensor>,
+    /// NPU operations in the command stream.
+    pub npu_ops: usize,
+    /// Operators of the source graph.
+    pub ir_ops: usize,
+    /// Compressed weight stream bytes (part of `weights`).
+    pub encoded_weight_bytes: usize,
+    pub compile_time: Duration,
+    /// The lowered program (for `--dump-ops` and reports).
+    pub program: Program,
+}
+
+fn shape6(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; 6usize.saturating_sub(shape.len())];
+    s.extend_from_slice(shape);
+    s
+}
+
+fn quant_json(t: &IoTensor) -> Json {
+    json!({"quant_type": "per_tensor", "scale": [t.scale], "zero_point": [t.zero_point]})
+}
+
+impl Compiled {
+    /// Vela's `meta.json` keys for this artifact.
+    pub fn meta_json(&self, system_config: &str, memory_mode: &str) -> Json {
+        let list = |ts: &[IoTensor], f: &dyn Fn(&IoTensor) -> Json| -> Json {
+            Json::Array(ts.iter().map(f).collect())
+        };
+        json!({
+            "weight_region": 0,
+            "scratch_shape": [self.arena_size],
+            "scratch_region": 1,
+            "scratch_size": self.arena_size,
+            "scratch_fast_shape": [self.fast_scratch_size],
+            "scratch_fast_region": if self.fast_scratch_size > 0 { 2 } else { 0 },
+            "scratch_fast_size": self.fast_scratch_size,
+            "input_shape": list(&self.inputs, &|t| json!(shape6(&t.shape))),
+            "input_elem_size": list(&self.inputs, &|t| json!(t.dtype.size())),
+            "input_region": list(&self.inputs, &|t| json!(t.region)),
+            "input_offset": list(&self.inputs, &|t| json!(t.offset)),
+            "output_shape": list(&self.outputs, &|t| json!(shape6(&t.shape))),
+            "output_elem_size": list(&self.outputs, &|t| json!(t.dtype.size())),
+            "output_region": list(&self.outputs, &|t| json!(t.region)),
+            "output_offset": list(&self.outputs, &|t| json!(t.offset)),
+            "variable_shape": [],
+            "variable_elem_size": [],
+            "variable_region": [],
+            "variable_offset": [],
+            "input_quantization": list(&self.inputs, &quant_json),
+            "output_quantization": list(&self.outputs, &quant_json),
+            "variable_quantization": [],
+            "accelerator": self.accelerator.name,
+            "system_config": system_config,
+            "memory_mode": memory_mode,
+        })
+    }
+
+    /// Flash bytes: the read-only region plus the command stream.
+    pub fn flash_bytes(&self) -> usize {
+        self.weights.len() + self.command_stream.len()
+    }
+
+    /// Writes `cmd_stream.bin`, `weights.bin` and `meta.json` into `dir` (created if needed).
+    pub fn write_dir(&self, dir: &Path, system_config: &str, memory_mode: &str) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).map_err(|e| Error::io(p, e))
+        };
+        write("cmd_stream.bin", &self.command_stream)?;
+        write("weights.bin", &self.weights)?;
+        let meta = serde_json::to_string_pretty(&self.meta_json(system_config, memory_mode))
+            .map_err(|e| Error::Other(e.to_string()))?;
+        write("meta.json", meta.as_bytes())
+    }
+}
