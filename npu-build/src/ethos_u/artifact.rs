@@ -10,6 +10,7 @@ use serde_json::{Value as Json, json};
 use super::npu_op::Program;
 use crate::error::{Error, Result};
 use crate::ir::DType;
+use crate::value::{Data, Value};
 
 /// Where a graph input or output lives and how it is quantized.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,5 +121,65 @@ impl Compiled {
         let meta = serde_json::to_string_pretty(&self.meta_json(system_config, memory_mode))
             .map_err(|e| Error::Other(e.to_string()))?;
         write("meta.json", meta.as_bytes())
+    }
+}
+
+impl Compiled {
+    /// Runs the artifact on a fresh [`VirtualNpu`](npu_rt::sim::VirtualNpu): writes `inputs` (model
+    /// order, checked against the model's shapes and types) into a zeroed arena, executes the
+    /// command stream, and returns the outputs and the simulator's counters.
+    pub fn run_sim(&self, inputs: &[Value]) -> Result<(Vec<Value>, npu_rt::sim::Stats)> {
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::BadInput {
+                index: inputs.len().min(self.inputs.len()),
+                tensor: String::new(),
+                detail: format!(
+                    "the model takes {} inputs, {} were given",
+                    self.inputs.len(),
+                    inputs.len()
+                ),
+            });
+        }
+        let mut arena = vec![0u8; self.arena_size];
+        for (index, (t, v)) in self.inputs.iter().zip(inputs).enumerate() {
+            let bad = |detail: String| Error::BadInput {
+                index,
+                tensor: t.name.clone(),
+                detail,
+            };
+            if v.dtype() != t.dtype {
+                return Err(bad(format!("expected {} data, got {}", t.dtype, v.dtype())));
+            }
+            let want: usize = t.shape.iter().product();
+            if v.data.len() != want {
+                return Err(bad(format!(
+                    "expected shape {:?} ({want} elements), got {:?}",
+                    t.shape, v.shape
+                )));
+            }
+            let bytes = v.data.to_le_bytes();
+            arena
+                .get_mut(t.offset..t.offset + bytes.len())
+                .ok_or_else(|| bad("input lies outside the arena".into()))?
+                .copy_from_slice(&bytes);
+        }
+        let mut npu = npu_rt::sim::VirtualNpu::new(self.accelerator);
+        let stats = {
+            let mut regions = npu_rt::sim::Regions::new();
+            regions.set(0, &self.weights).set_mut(1, &mut arena);
+            npu.run(&self.command_stream, &mut regions)
+                .map_err(|e| Error::Sim(e.to_string()))?
+        };
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|t| {
+                let bytes = arena.get(t.offset..t.offset + t.byte_size()).ok_or_else(|| {
+                    Error::Other(format!("output '{}' lies outside the arena", t.name))
+                })?;
+                Value::new(t.shape.clone(), Data::from_le_bytes(t.dtype, bytes)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((outputs, stats))
     }
 }
