@@ -14,6 +14,11 @@
 extern crate std;
 
 pub mod cpu;
+pub mod error;
 pub mod ethos_u;
+mod npu;
 #[cfg(feature = "sim")]
 pub mod sim;
+
+pub use error::Error;
+pub use npu::{Aligned16, Job, Npu};
