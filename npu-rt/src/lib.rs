@@ -16,6 +16,7 @@ extern crate std;
 pub mod cpu;
 pub mod error;
 pub mod ethos_u;
+pub mod io;
 mod npu;
 #[cfg(feature = "sim")]
 pub mod sim;
