@@ -158,7 +158,8 @@ mod tests {
         for &x in &[1.0, 0.75, 3.0, 1e-10, 123456.789, 0.5, 2.0f64.powi(-1070)] {
             let (m, e) = frexp(x);
             assert!((0.5..1.0).contains(&m), "{x}: {m}");
-            assert_eq!(m * 2f64.powi(e), x);
+            // Scale in two steps: 2^e alone underflows to 0 for subnormal x.
+            assert_eq!(m * 2f64.powi(e + 64) * 2f64.powi(-64), x);
         }
     }
 
@@ -170,9 +171,13 @@ mod tests {
         assert_eq!(quantize_multiplier(3.0), (1610612736, 2));
         // 100 * 0.75 with shift 0 = 75
         assert_eq!(multiply_by_quantized_multiplier(100, 1610612736, 0), 75);
-        // -5 * 0.5 = -2.5 rounds away from zero
-        assert_eq!(multiply_by_quantized_multiplier(-5, 1 << 30, 0), -3);
+        // 5 * 0.5 = 2.5 rounds up; -2.5 rounds to -2: gemmlowp's high multiply nudges negative
+        // products by 1 - 2^30, so a negative tie rounds toward zero (as in TFLite).
         assert_eq!(multiply_by_quantized_multiplier(5, 1 << 30, 0), 3);
+        assert_eq!(multiply_by_quantized_multiplier(-5, 1 << 30, 0), -2);
+        // The rounding divide is symmetric: -10 * 0.25 = -2.5 -> -3, 10 * 0.25 -> 3.
+        assert_eq!(multiply_by_quantized_multiplier(-10, 1 << 30, -1), -3);
+        assert_eq!(multiply_by_quantized_multiplier(10, 1 << 30, -1), 3);
     }
 
     #[test]
