@@ -7,7 +7,7 @@ use crate::error::Result;
 mod disasm;
 mod inspect;
 mod run;
-mod sim;
+pub mod sim;
 
 /// Compile, inspect and run quantized models for Arm Ethos-U NPUs.
 #[derive(Parser, Debug)]

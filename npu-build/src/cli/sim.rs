@@ -1,15 +1,382 @@
-//! `npu sim`.
+//! `npu sim DIR --input IN.npy [--input ...] --output OUT.npy [--stats [--json]]`: runs a compiled
+//! directory (Vela's raw output: `cmd_stream.bin`, `weights.bin`, `meta.json`) on the virtual NPU.
+//!
+//! Memory layout (Vela's convention): `weights.bin` is region 0, a zeroed arena of
+//! `scratch_size` bytes is region 1 (and `scratch_fast_size` bytes region 2 when non-zero);
+//! inputs are written at `input_offset[i]` of `input_region[i]`, outputs read at
+//! `output_offset[i]` of `output_region[i]`.
 
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use npu_rt::ethos_u::config::AcceleratorConfig;
+use npu_rt::sim::{Regions, Stats, VirtualNpu};
+use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
+use crate::value::{Data, Value};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file or compiled directory.
+    /// Compiled directory (cmd_stream.bin, weights.bin, meta.json).
     pub path: PathBuf,
+    /// Input .npy files, in the model's input order.
+    #[arg(long = "input", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output .npy files, in the model's output order.
+    #[arg(long = "output")]
+    pub outputs: Vec<PathBuf>,
+    /// Print counters (MACs, bytes per region, DMA bytes, operations).
+    #[arg(long)]
+    pub stats: bool,
+    /// Print the counters as JSON.
+    #[arg(long, requires = "stats")]
+    pub json: bool,
+    /// Accelerator configuration (default: meta.json's "accelerator").
+    #[arg(long)]
+    pub accelerator: Option<String>,
+    /// Output shape, comma separated (default: meta.json's output_shape without the padding
+    /// 1s, with a batch of 1).
+    #[arg(long = "output-shape", value_delimiter = ',')]
+    pub output_shape: Option<Vec<usize>>,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    Err(Error::Other(format!("npu sim {}: not written yet", args.path.display())))
+    let dir = CompiledDir::load(&args.path)?;
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|p| Value::read_npy(p))
+        .collect::<Result<Vec<_>>>()?;
+    let config = dir.accelerator(args.accelerator.as_deref())?;
+    let (mut outputs, stats) = dir.run(config, &inputs)?;
+    if let (Some(shape), Some(first)) = (&args.output_shape, outputs.first_mut()) {
+        *first = Value::new(shape.clone(), first.data.clone())?;
+    }
+    if args.outputs.len() > outputs.len() {
+        return Err(Error::Other(format!(
+            "{} --output files given but the model has {} outputs",
+            args.outputs.len(),
+            outputs.len()
+        )));
+    }
+    for (path, value) in args.outputs.iter().zip(&outputs) {
+        value.write_npy(path)?;
+    }
+    if args.stats {
+        let text = if args.json {
+            stats_json(&stats)
+        } else {
+            stats_text(&stats, config)
+        };
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// A compiled directory: command stream, weights and Vela's metadata.
+#[derive(Debug, Clone)]
+pub struct CompiledDir {
+    /// Where it was loaded from.
+    pub path: PathBuf,
+    /// `cmd_stream.bin` (a COP1 payload or a raw stream).
+    pub cmd_stream: Vec<u8>,
+    /// `weights.bin`.
+    pub weights: Vec<u8>,
+    /// `meta.json`.
+    pub meta: Json,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn bad_meta(path: &Path, detail: impl std::fmt::Display) -> Error {
+    Error::Other(format!("{}: {detail}", path.join("meta.json").display()))
+}
+
+impl CompiledDir {
+    /// Reads the three files of a compiled directory.
+    pub fn load(path: &Path) -> Result<Self> {
+        let meta_bytes = read(&path.join("meta.json"))?;
+        let meta: Json = serde_json::from_slice(&meta_bytes).map_err(|e| bad_meta(path, e))?;
+        Ok(CompiledDir {
+            path: path.to_path_buf(),
+            cmd_stream: read(&path.join("cmd_stream.bin"))?,
+            weights: read(&path.join("weights.bin"))?,
+            meta,
+        })
+    }
+
+    fn usize_key(&self, key: &str) -> Result<usize> {
+        self.meta
+            .get(key)
+            .and_then(Json::as_u64)
+            .and_then(|v| usize::try_from(v).ok())
+            .ok_or_else(|| bad_meta(&self.path, format!("missing or invalid \"{key}\"")))
+    }
+
+    fn usize_list(&self, key: &str) -> Result<Vec<usize>> {
+        let list = self
+            .meta
+            .get(key)
+            .and_then(Json::as_array)
+            .ok_or_else(|| bad_meta(&self.path, format!("missing list \"{key}\"")))?;
+        list.iter()
+            .map(|v| v.as_u64().and_then(|v| usize::try_from(v).ok()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad_meta(&self.path, format!("\"{key}\" must hold integers")))
+    }
+
+    fn shapes(&self, key: &str) -> Result<Vec<Vec<usize>>> {
+        let list = self
+            .meta
+            .get(key)
+            .and_then(Json::as_array)
+            .ok_or_else(|| bad_meta(&self.path, format!("missing list \"{key}\"")))?;
+        list.iter()
+            .map(|s| {
+                s.as_array().and_then(|d| {
+                    d.iter()
+                        .map(|v| v.as_u64().and_then(|v| usize::try_from(v).ok()))
+                        .collect()
+                })
+            })
+            .collect::<Option<Vec<Vec<usize>>>>()
+            .ok_or_else(|| bad_meta(&self.path, format!("\"{key}\" must hold integer shapes")))
+    }
+
+    /// The accelerator: `name` if given, else meta.json's `"accelerator"`.
+    pub fn accelerator(&self, name: Option<&str>) -> Result<&'static AcceleratorConfig> {
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => self
+                .meta
+                .get("accelerator")
+                .and_then(Json::as_str)
+                .ok_or_else(|| bad_meta(&self.path, "missing \"accelerator\""))?
+                .to_string(),
+        };
+        AcceleratorConfig::by_name(&name).ok_or_else(|| Error::UnknownName {
+            what: "accelerator",
+            given: name,
+            valid: AcceleratorConfig::names().join(", "),
+        })
+    }
+
+    /// Runs the directory's stream on `inputs`; returns the outputs and the counters.
+    pub fn run(
+        &self,
+        config: &'static AcceleratorConfig,
+        inputs: &[Value],
+    ) -> Result<(Vec<Value>, Stats)> {
+        let scratch = self.usize_key("scratch_size")?;
+        let fast = self
+            .meta
+            .get("scratch_fast_size")
+            .and_then(Json::as_u64)
+            .unwrap_or(0) as usize;
+        let in_offsets = self.usize_list("input_offset")?;
+        let in_regions = self.usize_list("input_region")?;
+        let in_elem = self.usize_list("input_elem_size")?;
+        let in_shapes = self.shapes("input_shape")?;
+        let out_offsets = self.usize_list("output_offset")?;
+        let out_regions = self.usize_list("output_region")?;
+        let out_elem = self.usize_list("output_elem_size")?;
+        let out_shapes = self.shapes("output_shape")?;
+        if inputs.len() != in_offsets.len() {
+            return Err(Error::BadInput {
+                index: inputs.len().min(in_offsets.len()),
+                tensor: String::new(),
+                detail: format!(
+                    "the model has {} inputs, {} given",
+                    in_offsets.len(),
+                    inputs.len()
+                ),
+            });
+        }
+        let mut arena = vec![0u8; scratch];
+        let mut fast_arena = vec![0u8; fast];
+        for (i, value) in inputs.iter().enumerate() {
+            let bytes = value.data.to_le_bytes();
+            let elems: usize = in_shapes.get(i).map_or(0, |s| s.iter().product());
+            let elem = in_elem.get(i).copied().unwrap_or(1);
+            if bytes.len() != elems * elem || value.data.dtype().size() != elem {
+                return Err(Error::BadInput {
+                    index: i,
+                    tensor: String::new(),
+                    detail: format!(
+                        "expected {elems} elements of {elem} byte(s) (meta shape {:?}), got {} of {}",
+                        in_shapes.get(i),
+                        value.data.len(),
+                        value.data.dtype().size()
+                    ),
+                });
+            }
+            let region = in_regions.get(i).copied().unwrap_or(1);
+            let off = in_offsets.get(i).copied().unwrap_or(0);
+            let dst = match region {
+                1 => &mut arena,
+                2 => &mut fast_arena,
+                r => {
+                    return Err(bad_meta(
+                        &self.path,
+                        format!("input {i} is in region {r}; only 1 and 2 hold inputs"),
+                    ));
+                }
+            };
+            dst.get_mut(off..off + bytes.len())
+                .ok_or_else(|| {
+                    bad_meta(
+                        &self.path,
+                        format!("input {i} at {off} does not fit region {region}"),
+                    )
+                })?
+                .copy_from_slice(&bytes);
+        }
+        let mut npu = VirtualNpu::new(config);
+        let stats = {
+            let mut regions = Regions::new();
+            regions.set(0, &self.weights).set_mut(1, &mut arena);
+            if fast > 0 {
+                regions.set_mut(2, &mut fast_arena);
+            }
+            npu.run(&self.cmd_stream, &mut regions)
+                .map_err(|e| Error::Sim(e.to_string()))?
+        };
+        let mut outputs = Vec::new();
+        for (i, &off) in out_offsets.iter().enumerate() {
+            let region = out_regions.get(i).copied().unwrap_or(1);
+            let elem = out_elem.get(i).copied().unwrap_or(1);
+            let meta_shape = out_shapes.get(i).cloned().unwrap_or_default();
+            let n: usize = meta_shape.iter().product();
+            let src: &[u8] = match region {
+                0 => &self.weights,
+                1 => &arena,
+                2 => &fast_arena,
+                r => return Err(bad_meta(&self.path, format!("output {i} is in region {r}"))),
+            };
+            let bytes = src.get(off..off + n * elem).ok_or_else(|| {
+                bad_meta(
+                    &self.path,
+                    format!("output {i} at {off} does not fit region {region}"),
+                )
+            })?;
+            let data = match elem {
+                1 => Data::I8(bytes.iter().map(|&b| b as i8).collect()),
+                2 => Data::I16(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                        .collect(),
+                ),
+                4 => Data::I32(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                ),
+                e => {
+                    return Err(bad_meta(
+                        &self.path,
+                        format!("output {i}: element size {e}"),
+                    ));
+                }
+            };
+            outputs.push(Value::new(io_shape(&meta_shape), data)?);
+        }
+        Ok((outputs, stats))
+    }
+}
+
+/// The model-level shape of Vela's padded 6-D `output_shape`: the padding 1s dropped and a
+/// batch of 1 in front (`[1,1,1,8,8,16]` -> `[1,8,8,16]`, `[1,1,1,1,1,10]` -> `[1,10]`).
+pub fn io_shape(meta: &[usize]) -> Vec<usize> {
+    let first = meta.iter().position(|&d| d != 1).unwrap_or(meta.len());
+    let mut shape = vec![1];
+    shape.extend_from_slice(meta.get(first..).unwrap_or(&[]));
+    shape
+}
+
+/// Human-readable counters.
+pub fn stats_text(stats: &Stats, config: &AcceleratorConfig) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "accelerator {}: {} commands, {} operations",
+        config.name, stats.commands, stats.operations
+    );
+    let _ = writeln!(
+        s,
+        "{:>10}  {:<20} {:>12} {:>10} {:>24} {:>24}",
+        "offset", "operation", "MACs", "OFM elems", "read (region:bytes)", "written (region:bytes)"
+    );
+    let regions = |v: &[u64; 8]| {
+        let parts: Vec<String> = v
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b > 0)
+            .map(|(r, b)| format!("{r}:{b}"))
+            .collect();
+        parts.join(" ")
+    };
+    for op in &stats.ops {
+        let _ = writeln!(
+            s,
+            "{:>#10x}  {:<20} {:>12} {:>10} {:>24} {:>24}",
+            op.offset,
+            op.kind.name(),
+            op.macs,
+            op.ofm_elements,
+            regions(&op.bytes_read),
+            regions(&op.bytes_written)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "total: {} MACs, {} DMA bytes",
+        stats.macs, stats.dma_bytes
+    );
+    let _ = writeln!(s, "  read    {}", regions(&stats.bytes_read));
+    let _ = write!(s, "  written {}", regions(&stats.bytes_written));
+    s
+}
+
+/// Counters as JSON.
+pub fn stats_json(stats: &Stats) -> String {
+    let ops: Vec<Json> = stats
+        .ops
+        .iter()
+        .map(|op| {
+            serde_json::json!({
+                "offset": op.offset,
+                "kind": op.kind.name(),
+                "macs": op.macs,
+                "ofm_elements": op.ofm_elements,
+                "bytes_read": op.bytes_read,
+                "bytes_written": op.bytes_written,
+                "dma_bytes": op.dma_bytes,
+            })
+        })
+        .collect();
+    let by_kind: Vec<Json> = stats
+        .by_kind()
+        .into_iter()
+        .map(|(k, n, macs)| serde_json::json!({"kind": k.name(), "operations": n, "macs": macs}))
+        .collect();
+    serde_json::json!({
+        "commands": stats.commands,
+        "operations": stats.operations,
+        "macs": stats.macs,
+        "dma_bytes": stats.dma_bytes,
+        "bytes_read": stats.bytes_read,
+        "bytes_written": stats.bytes_written,
+        "stopped": stats.stopped,
+        "by_kind": by_kind,
+        "ops": ops,
+    })
+    .to_string()
 }

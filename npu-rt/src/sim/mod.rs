@@ -1,1 +1,379 @@
 //! Virtual Ethos-U: executes command streams bit-exactly (feature `sim`).
+//!
+//! [`VirtualNpu::run`] takes a command stream (raw, or a whole COP1 driver payload) and the
+//! memory regions the base pointers address ([`Regions`]), updates a register state with every
+//! command and executes each `NPU_OP_*` with the hardware's semantics, returning counters
+//! ([`Stats`]). Every memory access is bounds-checked; a failure is a [`SimError`] naming the
+//! byte offset of the command at fault. Runs are bounded: the stream is walked once and every
+//! operation's work is checked against [`Limits`] before it starts.
+//!
+//! ```no_run
+//! use npu_rt::ethos_u::config::ETHOS_U55_128;
+//! use npu_rt::sim::{Regions, VirtualNpu};
+//! # let (cmd_stream, weights) = (vec![0u8; 4], vec![0u8; 4]);
+//! let mut arena = vec![0u8; 4096];
+//! let mut regions = Regions::new();
+//! regions.set(0, &weights).set_mut(1, &mut arena);
+//! let mut npu = VirtualNpu::new(&ETHOS_U55_128);
+//! let stats = npu.run(&cmd_stream, &mut regions)?;
+//! println!("{} MACs", stats.macs);
+//! # Ok::<(), npu_rt::sim::SimError>(())
+//! ```
+//!
+//! The control interface (ID/STATUS/CMD/QBASE/BASEP/PMU registers) is modelled by
+//! [`regfile::RegisterFile`] for driver tests.
+
+mod error;
+mod fmap;
+mod memory;
+mod numerics;
+mod ops;
+pub mod regfile;
+mod state;
+mod stats;
+mod weight_cache;
+
+use std::vec;
+use std::vec::Vec;
+
+use crate::ethos_u::config::AcceleratorConfig;
+use crate::ethos_u::cop::{self, Cop1};
+use crate::ethos_u::regs::ctrl::Config;
+use crate::ethos_u::regs::opcode::{Commands, decode};
+use crate::ethos_u::regs::{Cmd0, Command, DecodeError, ElementwiseMode, PoolingMode};
+
+pub use error::{Access, SimError, SimErrorKind};
+pub use memory::{BufferId, NUM_REGIONS, Regions};
+pub use state::{FmRegs, RegisterState};
+pub use stats::{OpKind, OpStats, Stats};
+
+/// Bounds on the work of one run; protect against hangs and runaway allocation on malformed
+/// streams. The defaults are far above what real networks need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Elements of any one feature map an operation reads or writes.
+    pub max_elements: u64,
+    /// MACs of one operation.
+    pub max_op_macs: u64,
+    /// Work of a whole run: MACs + output elements + DMA bytes.
+    pub max_run_work: u64,
+    /// Bytes of one DMA.
+    pub max_dma_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_elements: 1 << 28,
+            max_op_macs: 1 << 36,
+            max_run_work: 1 << 40,
+            max_dma_bytes: 1 << 32,
+        }
+    }
+}
+
+/// What ended a command stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// `NPU_OP_STOP`.
+    Stop,
+    /// The last word was consumed without a STOP.
+    EndOfStream,
+}
+
+/// A virtual Ethos-U55/U65 of one accelerator configuration.
+pub struct VirtualNpu {
+    config: &'static AcceleratorConfig,
+    state: RegisterState,
+    shram: Vec<u8>,
+    limits: Limits,
+    cache: weight_cache::WeightCache,
+    check_config: bool,
+    /// Work done since the last reset (MACs + output elements + DMA bytes).
+    work: u64,
+}
+
+impl core::fmt::Debug for VirtualNpu {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("VirtualNpu")
+            .field("config", &self.config.name)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VirtualNpu {
+    /// A reset NPU of the given configuration, with default [`Limits`].
+    pub fn new(config: &'static AcceleratorConfig) -> Self {
+        VirtualNpu {
+            config,
+            state: RegisterState::default(),
+            shram: vec![0; config.shram_bytes() as usize],
+            limits: Limits::default(),
+            cache: weight_cache::WeightCache::default(),
+            check_config: true,
+            work: 0,
+        }
+    }
+
+    /// Replaces the limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Whether `run` rejects COP1 payloads built for another configuration (default true).
+    pub fn with_config_check(mut self, check: bool) -> Self {
+        self.check_config = check;
+        self
+    }
+
+    /// Enables or disables the cache of decoded weight streams (default enabled).
+    pub fn with_weight_cache(mut self, enabled: bool) -> Self {
+        self.cache.enabled = enabled;
+        self
+    }
+
+    /// The accelerator configuration.
+    pub fn config(&self) -> &'static AcceleratorConfig {
+        self.config
+    }
+
+    /// The current register state.
+    pub fn state(&self) -> &RegisterState {
+        &self.state
+    }
+
+    /// The shared buffer (SHRAM) contents.
+    pub fn shram(&self) -> &[u8] {
+        &self.shram
+    }
+
+    /// The `CONFIG` register value of this configuration.
+    pub fn config_register(&self) -> Config {
+        Config::new(
+            self.config.hw_macs_per_cc(),
+            0,
+            self.config.hw_shram_size_kib(),
+            self.config.hw_product(),
+        )
+    }
+
+    /// Clears the register state and the shared buffer (a soft reset).
+    pub fn reset(&mut self) {
+        self.state = RegisterState::default();
+        self.shram.iter_mut().for_each(|b| *b = 0);
+        self.work = 0;
+    }
+
+    /// Resets, then runs a raw command stream or a COP1 payload to its end or `NPU_OP_STOP`.
+    pub fn run(&mut self, stream: &[u8], regions: &mut Regions) -> Result<Stats, SimError> {
+        self.reset();
+        let mut stats = Stats::default();
+        if cop::is_cop1(stream) {
+            let cop = Cop1::parse(stream)
+                .map_err(|e| SimError::at(e.offset, None, SimErrorKind::Cop(e)))?;
+            if let Some((config, _id)) = cop.optimizer_config() {
+                self.check_payload_config(config)?;
+            }
+            for (offset, bytes) in cop.command_streams() {
+                if self.execute(bytes, offset, regions, &mut stats)? == StreamEnd::Stop {
+                    break;
+                }
+            }
+        } else {
+            self.execute(stream, 0, regions, &mut stats)?;
+        }
+        Ok(stats)
+    }
+
+    fn check_payload_config(&self, config: u32) -> Result<(), SimError> {
+        if !self.check_config {
+            return Ok(());
+        }
+        let want = Config(config);
+        let have = self.config_register();
+        let same = want.macs_per_cc_log2() == have.macs_per_cc_log2()
+            && want.shram_kib() == have.shram_kib()
+            && want.product() == have.product();
+        if same {
+            Ok(())
+        } else {
+            Err(SimError::at(
+                4,
+                None,
+                SimErrorKind::InvalidRegister {
+                    register: "COP1 OPTIMIZER_CONFIG",
+                    value: config as u64,
+                    reason: "the payload was compiled for a different accelerator configuration",
+                },
+            ))
+        }
+    }
+
+    /// Executes the command stream `bytes` (whose first byte is at `byte_base` in the caller's
+    /// buffer, for error offsets) on the current state, adding to `stats`.
+    pub fn execute(
+        &mut self,
+        bytes: &[u8],
+        byte_base: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<StreamEnd, SimError> {
+        let words: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        for item in Commands::new(&words, byte_base) {
+            let (offset, cmd) =
+                item.map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
+            stats.commands += 1;
+            if self.state.apply(&cmd) {
+                continue;
+            }
+            let Command::Cmd0 { op, param } = cmd else {
+                continue;
+            };
+            if let Some(end) = self.operation(op, param, offset, regions, stats)? {
+                return Ok(end);
+            }
+        }
+        if !bytes.len().is_multiple_of(4) {
+            let offset = byte_base.saturating_add(bytes.len() & !3);
+            return Err(SimError::at(
+                offset,
+                None,
+                SimErrorKind::Decode(DecodeError::Truncated { offset }),
+            ));
+        }
+        Ok(StreamEnd::EndOfStream)
+    }
+
+    /// Decodes and executes one command given as words (for the register-file model).
+    #[allow(dead_code)] // used by the register-file model
+    pub(crate) fn step(
+        &mut self,
+        words: &[u32],
+        byte_offset: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<(usize, Option<StreamEnd>), SimError> {
+        let cmd = decode(words, 0, byte_offset)
+            .map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
+        stats.commands += 1;
+        if self.state.apply(&cmd) {
+            return Ok((cmd.words(), None));
+        }
+        let Command::Cmd0 { op, param } = cmd else {
+            return Ok((cmd.words(), None));
+        };
+        let end = self.operation(op, param, byte_offset, regions, stats)?;
+        Ok((cmd.words(), end))
+    }
+
+    fn operation(
+        &mut self,
+        op: Cmd0,
+        param: u16,
+        offset: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<Option<StreamEnd>, SimError> {
+        let err = |kind| SimError::at(offset, Some(op.name()), kind);
+        let lut_base = self.config.shram_lut_address() as usize;
+        let kind = match op {
+            Cmd0::OP_STOP => {
+                stats.irqs.push(param);
+                stats.stopped = true;
+                return Ok(Some(StreamEnd::Stop));
+            }
+            Cmd0::OP_IRQ => {
+                stats.irqs.push(param);
+                return Ok(None);
+            }
+            // Everything completes synchronously, so waits have nothing to wait for.
+            Cmd0::OP_DMA_WAIT | Cmd0::OP_KERNEL_WAIT | Cmd0::OP_PMU_MASK => return Ok(None),
+            Cmd0::OP_CONV => OpKind::Conv,
+            Cmd0::OP_DEPTHWISE => OpKind::Depthwise,
+            Cmd0::OP_POOL => {
+                OpKind::Pool(PoolingMode::from_bits((param & 7) as u8).ok_or_else(|| {
+                    err(SimErrorKind::InvalidRegister {
+                        register: "NPU_OP_POOL",
+                        value: param as u64,
+                        reason: "undefined pooling mode",
+                    })
+                })?)
+            }
+            Cmd0::OP_ELEMENTWISE => OpKind::Elementwise(
+                ElementwiseMode::from_bits((param & 0x3f) as u8).ok_or_else(|| {
+                    err(SimErrorKind::InvalidRegister {
+                        register: "NPU_OP_ELEMENTWISE",
+                        value: param as u64,
+                        reason: "undefined elementwise mode",
+                    })
+                })?,
+            ),
+            Cmd0::OP_DMA_START => OpKind::Dma,
+            _ => return Ok(None),
+        };
+        let mut st = OpStats::new(offset, kind);
+        let lim = self.limits;
+        let result = match kind {
+            OpKind::Conv | OpKind::Depthwise => ops::conv::run(
+                &self.state,
+                kind == OpKind::Depthwise,
+                self.config,
+                regions,
+                &self.shram,
+                lut_base,
+                &ops::conv::ConvLimits {
+                    max_elements: lim.max_elements,
+                    max_macs: lim.max_op_macs,
+                },
+                &mut self.cache,
+                &mut st,
+            ),
+            OpKind::Pool(mode) => ops::pool::run(
+                &self.state,
+                mode,
+                regions,
+                &self.shram,
+                lut_base,
+                lim.max_elements,
+                &mut st,
+            ),
+            OpKind::Elementwise(mode) => ops::elementwise::run(
+                &self.state,
+                mode,
+                regions,
+                &self.shram,
+                lut_base,
+                lim.max_elements,
+                &mut st,
+            ),
+            OpKind::Dma => ops::dma::run(
+                &self.state,
+                regions,
+                &mut self.shram,
+                lim.max_dma_bytes,
+                &mut st,
+            ),
+        };
+        result.map_err(err)?;
+        let work = st
+            .macs
+            .saturating_add(st.ofm_elements)
+            .saturating_add(st.dma_bytes);
+        self.work = self.work.saturating_add(work);
+        let total = self.work;
+        stats.push(st);
+        if total > lim.max_run_work {
+            return Err(err(SimErrorKind::LimitExceeded {
+                what: "work of one run",
+                requested: total,
+                limit: lim.max_run_work,
+            }));
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,307 @@
+//! Feature-map addressing: the 4-tile layout, NHWC and NHCWB16 formats, element decoding.
+//!
+//! A feature map is up to four tiles (Vela's `NpuTileBox`): tile 0 covers rows `0..height0` and
+//! columns `0..width0`, tile 1 rows `0..height1` right of `width0`, tile 2 rows from `height0`
+//! left of `width0`, tile 3 rows from `height1` right of `width0`. Within a tile an element
+//! `(y, x, c)` is at
+//!
+//! - NHWC: `base + y * stride_y + x * stride_x + c * elem`
+//! - NHCWB16: `base + y * stride_y + x * 16 * elem + (c / 16) * stride_c + (c % 16) * elem`
+//!
+//! (as Vela's `get_address` computes them).
+
+use std::vec::Vec;
+
+use crate::ethos_u::regs::{ActivationFormat, ActivationPrecision, ActivationType};
+
+use super::error::{Access, SimErrorKind};
+use super::memory::Regions;
+use super::state::FmRegs;
+
+/// A feature map as the hardware addresses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FeatureMap {
+    pub region: u8,
+    pub base: [u64; 4],
+    pub height0: u64,
+    pub height1: u64,
+    pub width0: u64,
+    pub stride_x: u64,
+    pub stride_y: u64,
+    pub stride_c: u64,
+    pub format: ActivationFormat,
+    /// Element size in bytes (1, 2 or 4).
+    pub elem: u64,
+    pub signed: bool,
+    /// Zero point, sign-interpreted by the element type.
+    pub zero_point: i64,
+}
+
+/// Which precision register layout the feature map uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FmKind {
+    Ifm,
+    Ifm2,
+    Ofm,
+}
+
+impl FmKind {
+    pub fn register(self) -> &'static str {
+        match self {
+            FmKind::Ifm => "IFM_PRECISION",
+            FmKind::Ifm2 => "IFM2_PRECISION",
+            FmKind::Ofm => "OFM_PRECISION",
+        }
+    }
+}
+
+impl FeatureMap {
+    /// Builds the feature map from its registers, validating the precision fields.
+    pub fn new(regs: &FmRegs, kind: FmKind) -> Result<Self, SimErrorKind> {
+        use crate::ethos_u::regs::{IfmPrecision, OfmPrecision};
+        let (ty, precision, format) = match kind {
+            FmKind::Ifm | FmKind::Ifm2 => {
+                let p = IfmPrecision(regs.precision);
+                (p.activation_type(), p.precision(), p.format())
+            }
+            FmKind::Ofm => {
+                let p = OfmPrecision(regs.precision);
+                (p.activation_type(), p.precision(), p.format())
+            }
+        };
+        let bad = |reason| SimErrorKind::InvalidRegister {
+            register: kind.register(),
+            value: regs.precision as u64,
+            reason,
+        };
+        let format = format.ok_or_else(|| bad("undefined activation_format"))?;
+        if precision == ActivationPrecision::B64 {
+            return Err(SimErrorKind::Unsupported {
+                what: "64-bit feature maps",
+            });
+        }
+        let signed = ty == ActivationType::Signed;
+        let zero_point = match (precision, signed) {
+            (ActivationPrecision::B8, true) | (ActivationPrecision::B16, true) => {
+                regs.zero_point as i16 as i64
+            }
+            (_, false) => regs.zero_point as i64,
+            _ => regs.zero_point as i16 as i64,
+        };
+        Ok(FeatureMap {
+            region: regs.region,
+            base: regs.base,
+            height0: regs.height0_m1 as u64 + 1,
+            height1: regs.height1_m1 as u64 + 1,
+            width0: regs.width0_m1 as u64 + 1,
+            stride_x: regs.stride_x,
+            stride_y: regs.stride_y,
+            stride_c: regs.stride_c,
+            format,
+            elem: precision.bytes() as u64,
+            signed,
+            zero_point,
+        })
+    }
+
+    /// Smallest and largest value of the element type.
+    pub fn type_range(&self) -> (i64, i64) {
+        let bits = self.elem * 8;
+        if self.signed {
+            (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+        } else {
+            (0, (1i64 << bits) - 1)
+        }
+    }
+
+    /// Byte address of `(y, x)` for channel brick start `c0` (a multiple of 16 for NHCWB16).
+    fn addr(&self, y: u64, x: u64, c0: u64) -> Option<u64> {
+        let (mut y, mut x, mut t) = (y, x, 0usize);
+        if x >= self.width0 {
+            x -= self.width0;
+            t = 1;
+            if y >= self.height1 {
+                y -= self.height1;
+                t = 3;
+            }
+        } else if y >= self.height0 {
+            y -= self.height0;
+            t = 2;
+        }
+        let base = *self.base.get(t)?;
+        let row = y.checked_mul(self.stride_y)?;
+        let (col, chan) = match self.format {
+            ActivationFormat::Nhwc => (x.checked_mul(self.stride_x)?, c0.checked_mul(self.elem)?),
+            ActivationFormat::Nhcwb16 => (
+                x.checked_mul(16 * self.elem)?,
+                (c0 / 16)
+                    .checked_mul(self.stride_c)?
+                    .checked_add((c0 % 16) * self.elem)?,
+            ),
+        };
+        base.checked_add(row)?.checked_add(col)?.checked_add(chan)
+    }
+
+    /// Runs of contiguous channels at one `(y, x)`: (first channel, count).
+    fn runs(&self, depth: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let step = match self.format {
+            ActivationFormat::Nhwc => depth.max(1),
+            ActivationFormat::Nhcwb16 => 16,
+        };
+        (0..depth.div_ceil(step)).map(move |i| {
+            let c0 = i * step;
+            (c0, step.min(depth - c0))
+        })
+    }
+
+    fn decode(&self, b: &[u8]) -> i32 {
+        match (self.elem, self.signed) {
+            (1, true) => b.first().map_or(0, |&v| v as i8 as i32),
+            (1, false) => b.first().map_or(0, |&v| v as i32),
+            (2, s) => {
+                let v = [
+                    b.first().copied().unwrap_or(0),
+                    b.get(1).copied().unwrap_or(0),
+                ];
+                if s {
+                    i16::from_le_bytes(v) as i32
+                } else {
+                    u16::from_le_bytes(v) as i32
+                }
+            }
+            _ => {
+                let mut v = [0u8; 4];
+                for (d, s) in v.iter_mut().zip(b) {
+                    *d = *s;
+                }
+                i32::from_le_bytes(v)
+            }
+        }
+    }
+
+    /// Reads `h x w x d` elements (rows `0..h`, columns `0..w`, channels `0..d`) into a dense
+    /// `[h][w][d]` vector of raw values. Returns the values and the bytes read.
+    pub fn gather(
+        &self,
+        mem: &Regions,
+        h: u64,
+        w: u64,
+        d: u64,
+        access: Access,
+    ) -> Result<(Vec<i32>, u64), SimErrorKind> {
+        let n = h.saturating_mul(w).saturating_mul(d);
+        let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+        let bytes = mem
+            .region_bytes(self.region as usize)
+            .ok_or(SimErrorKind::RegionUnmapped {
+                region: self.region,
+            })?;
+        for y in 0..h {
+            for x in 0..w {
+                for (c0, count) in self.runs(d) {
+                    let len = count * self.elem;
+                    let run = self
+                        .addr(y, x, c0)
+                        .and_then(|a| slice(bytes, a, len))
+                        .ok_or_else(|| self.oob(y, x, c0, len, bytes.len(), access))?;
+                    out.extend(run.chunks_exact(self.elem as usize).map(|e| self.decode(e)));
+                }
+            }
+        }
+        Ok((out, n.saturating_mul(self.elem)))
+    }
+
+    /// Writes a dense `[h][w][d]` vector (values already in the element type's range).
+    /// Returns the bytes written.
+    pub fn scatter(
+        &self,
+        mem: &mut Regions,
+        h: u64,
+        w: u64,
+        d: u64,
+        values: &[i32],
+        access: Access,
+    ) -> Result<u64, SimErrorKind> {
+        let total = mem.len(self.region as usize);
+        // Check every run first so a failing op leaves memory untouched.
+        for y in 0..h {
+            for x in 0..w {
+                for (c0, count) in self.runs(d) {
+                    let len = count * self.elem;
+                    match self.addr(y, x, c0) {
+                        Some(a) if a.checked_add(len).is_some_and(|e| e <= total as u64) => {}
+                        _ => return Err(self.oob(y, x, c0, len, total, access)),
+                    }
+                }
+            }
+        }
+        let mut vals = values.iter();
+        let elem = self.elem as usize;
+        for y in 0..h {
+            for x in 0..w {
+                for (c0, count) in self.runs(d) {
+                    let len = count * self.elem;
+                    let a = self.addr(y, x, c0).unwrap_or(0);
+                    let dst = mem.write(self.region, a, len, access)?;
+                    for chunk in dst.chunks_exact_mut(elem) {
+                        let v = vals.next().copied().unwrap_or(0);
+                        let b = v.to_le_bytes();
+                        chunk.copy_from_slice(b.get(..elem).unwrap_or(&b));
+                    }
+                }
+            }
+        }
+        Ok(h.saturating_mul(w)
+            .saturating_mul(d)
+            .saturating_mul(self.elem))
+    }
+
+    fn oob(&self, y: u64, x: u64, c0: u64, len: u64, total: usize, access: Access) -> SimErrorKind {
+        SimErrorKind::OutOfBounds {
+            region: self.region,
+            addr: self.addr(y, x, c0).unwrap_or(u64::MAX),
+            len,
+            region_len: total as u64,
+            access,
+        }
+    }
+}
+
+fn slice(bytes: &[u8], addr: u64, len: u64) -> Option<&[u8]> {
+    let s = usize::try_from(addr).ok()?;
+    let e = s.checked_add(usize::try_from(len).ok()?)?;
+    bytes.get(s..e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fm(format: ActivationFormat) -> FeatureMap {
+        FeatureMap {
+            region: 0,
+            base: [0, 100, 200, 300],
+            height0: 2,
+            height1: 1,
+            width0: 2,
+            stride_x: 3,
+            stride_y: 6,
+            stride_c: 64,
+            format,
+            elem: 1,
+            signed: true,
+            zero_point: 0,
+        }
+    }
+
+    #[test]
+    fn tiles_and_formats() {
+        let f = fm(ActivationFormat::Nhwc);
+        assert_eq!(f.addr(1, 1, 2), Some(6 + 3 + 2));
+        assert_eq!(f.addr(0, 2, 0), Some(100));
+        assert_eq!(f.addr(1, 3, 0), Some(300 + 3));
+        assert_eq!(f.addr(2, 0, 0), Some(200));
+        let f = fm(ActivationFormat::Nhcwb16);
+        assert_eq!(f.addr(0, 1, 16), Some(16 + 64));
+    }
+}

@@ -1,0 +1,177 @@
+//! The output stage every block operation ends with: OFM scaling, zero point, activation clip
+//! and the optional lookup table.
+
+use crate::ethos_u::regs::{
+    Activation, ActivationClipRange, ActivationFunction, OfmPrecision, OfmScaleMode, RoundMode,
+};
+
+use super::super::error::SimErrorKind;
+use super::super::fmap::FeatureMap;
+use super::super::numerics;
+use super::super::state::RegisterState;
+
+/// The activation lookup table in the shared buffer.
+#[derive(Clone, Debug)]
+pub(crate) enum Lut {
+    /// 256 entries of the OFM's 8-bit type, indexed by the clipped value (offset 128 for signed).
+    Bytes { table: [i32; 256], offset: i64 },
+    /// 256 32-bit entries (int32 OFM; the input is clipped to int8).
+    Words { table: [i32; 256], offset: i64 },
+}
+
+/// Output stage parameters, decoded once per operation.
+#[derive(Clone, Debug)]
+pub(crate) struct OutputStage {
+    pub round: RoundMode,
+    pub scale_mode: OfmScaleMode,
+    /// `OFM_SCALE` (scale, shift).
+    pub global: (u32, u32),
+    pub zero_point: i64,
+    /// Clip applied after the zero point (activation range intersected with the type range).
+    pub lo: i64,
+    pub hi: i64,
+    /// Type range of the OFM, applied last.
+    pub type_lo: i64,
+    pub type_hi: i64,
+    pub lut: Option<Lut>,
+}
+
+impl OutputStage {
+    /// Decodes the output stage for an OFM from the registers; `shram` is the shared buffer
+    /// (for LUT activations) and `lut_base` the byte address of LUT slot 0 in it.
+    pub fn new(
+        s: &RegisterState,
+        ofm: &FeatureMap,
+        shram: &[u8],
+        lut_base: usize,
+    ) -> Result<Self, SimErrorKind> {
+        let prec = OfmPrecision(s.ofm.precision);
+        let round = prec.round_mode().ok_or(SimErrorKind::InvalidRegister {
+            register: "OFM_PRECISION",
+            value: s.ofm.precision as u64,
+            reason: "undefined round_mode",
+        })?;
+        let act = Activation(s.activation);
+        let bad_act = |reason| SimErrorKind::InvalidRegister {
+            register: "ACTIVATION",
+            value: s.activation as u64,
+            reason,
+        };
+        let function = act
+            .function()
+            .ok_or_else(|| bad_act("undefined activation_function"))?;
+        let clip = act
+            .clip_range()
+            .ok_or_else(|| bad_act("undefined activation_clip_range"))?;
+        let (type_lo, type_hi) = ofm.type_range();
+        // Clip boundaries are 16-bit; signed OFMs read them as signed.
+        let as_signed = |v: u16| v as i16 as i64;
+        let as_unsigned = |v: u16| v as i64;
+        let (min_s, max_s) = (as_signed(s.activation_min), as_signed(s.activation_max));
+        let (lo, hi) = match clip {
+            ActivationClipRange::OfmPrecision => {
+                if ofm.elem >= 4 {
+                    // 32-bit OFMs are not clipped by the 16-bit boundaries (Vela forces a clip
+                    // range when it wants them clipped).
+                    (type_lo, type_hi)
+                } else if ofm.signed {
+                    (min_s, max_s)
+                } else {
+                    (as_unsigned(s.activation_min), as_unsigned(s.activation_max))
+                }
+            }
+            ActivationClipRange::ForceInt8 => (min_s.max(-128), max_s.min(127)),
+            ActivationClipRange::ForceInt16 => (min_s.max(-32768), max_s.min(32767)),
+            ActivationClipRange::ForceUint8 => (
+                as_unsigned(s.activation_min).max(0),
+                as_unsigned(s.activation_max).min(255),
+            ),
+        };
+        let lut = match function {
+            ActivationFunction::Relu => None,
+            ActivationFunction::Tanh | ActivationFunction::Sigmoid => {
+                return Err(SimErrorKind::Unsupported {
+                    what: "built-in TANH/SIGMOID activation functions",
+                });
+            }
+            table => {
+                let slot = table.table_index().unwrap_or(0) as usize;
+                let start = lut_base + slot * 256;
+                let signed_in = lo < 0;
+                let offset = if signed_in { 128 } else { 0 };
+                let mut t = [0i32; 256];
+                match ofm.elem {
+                    1 => {
+                        let bytes = shram.get(start..start + 256).ok_or(
+                            SimErrorKind::ShramOutOfBounds {
+                                addr: start as u64,
+                                len: 256,
+                                size: shram.len() as u64,
+                            },
+                        )?;
+                        for (d, &b) in t.iter_mut().zip(bytes) {
+                            *d = if ofm.signed { b as i8 as i32 } else { b as i32 };
+                        }
+                        Some(Lut::Bytes { table: t, offset })
+                    }
+                    4 => {
+                        let bytes = shram.get(start..start + 1024).ok_or(
+                            SimErrorKind::ShramOutOfBounds {
+                                addr: start as u64,
+                                len: 1024,
+                                size: shram.len() as u64,
+                            },
+                        )?;
+                        for (d, w) in t.iter_mut().zip(bytes.chunks_exact(4)) {
+                            *d = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                        }
+                        Some(Lut::Words { table: t, offset })
+                    }
+                    _ => {
+                        return Err(SimErrorKind::Unsupported {
+                            what: "16-bit (interpolating) lookup tables",
+                        });
+                    }
+                }
+            }
+        };
+        // An empty clip range (min > max) clamps everything to the lower bound.
+        let hi = hi.max(lo);
+        Ok(OutputStage {
+            round,
+            scale_mode: prec.scale_mode(),
+            global: (s.ofm_scale.1, s.ofm_scale.0 as u32),
+            zero_point: ofm.zero_point,
+            lo,
+            hi,
+            type_lo,
+            type_hi,
+            lut,
+        })
+    }
+
+    /// Applies the global OFM scale (when the scale mode is GLOBAL) to a result.
+    #[inline]
+    pub fn scale_global(&self, v: i64) -> i64 {
+        match self.scale_mode {
+            OfmScaleMode::Global => numerics::scale(v, self.global.0, self.global.1, self.round, 0),
+            OfmScaleMode::PerChannel => v,
+        }
+    }
+
+    /// Zero point, clip and LUT for an already scaled value; returns the value to store.
+    #[inline]
+    pub fn finish(&self, scaled: i64) -> i32 {
+        let v = scaled
+            .saturating_add(self.zero_point)
+            .clamp(self.lo, self.hi);
+        let v = match &self.lut {
+            None => v,
+            Some(Lut::Bytes { table, offset }) | Some(Lut::Words { table, offset }) => {
+                let idx = (v + offset).clamp(0, 255) as usize;
+                table.get(idx).copied().unwrap_or(0) as i64
+            }
+        };
+        v.clamp(self.type_lo, self.type_hi) as i32
+    }
+}

@@ -1,0 +1,239 @@
+//! The virtual NPU against Arm's compiler: Vela's command streams for every fixture and every
+//! accelerator configuration, run on the simulator, must reproduce TFLite's reference outputs
+//! byte for byte. Also checks the disassembler against Vela's own `registers.txt` dumps and that
+//! malformed streams fail with the offset of the command at fault.
+
+use std::path::{Path, PathBuf};
+
+use npu_build::cli::sim::CompiledDir;
+use npu_build::value::Value;
+use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_128};
+use npu_rt::ethos_u::cop::Cop1;
+use npu_rt::ethos_u::regs::disasm::write_line;
+use npu_rt::sim::{Regions, SimErrorKind, VirtualNpu};
+use npu_tests::fixtures_dir;
+
+/// Every `fixtures/<model>/vela/<accel>` directory, sorted.
+fn vela_dirs() -> Vec<(String, PathBuf)> {
+    let root = fixtures_dir();
+    let mut out = Vec::new();
+    let models = std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    for model in models {
+        let model = model.expect("fixture entry").path();
+        let vela = model.join("vela");
+        if !vela.is_dir() {
+            continue;
+        }
+        for accel in std::fs::read_dir(&vela).expect("vela dir") {
+            let accel = accel.expect("accel entry").path();
+            let name = format!(
+                "{}/{}",
+                model.file_name().unwrap().to_string_lossy(),
+                accel.file_name().unwrap().to_string_lossy()
+            );
+            out.push((name, accel));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The inputs of sample `k`: `input_k.npy`, or `input_k_0.npy, input_k_1.npy, ...`.
+fn inputs(io: &Path, k: usize) -> Vec<Value> {
+    let single = io.join(format!("input_{k}.npy"));
+    if single.exists() {
+        return vec![Value::read_npy(&single).expect("input")];
+    }
+    let mut v = Vec::new();
+    for j in 0.. {
+        let p = io.join(format!("input_{k}_{j}.npy"));
+        if !p.exists() {
+            break;
+        }
+        v.push(Value::read_npy(&p).expect("input"));
+    }
+    assert!(
+        !v.is_empty(),
+        "no inputs for sample {k} in {}",
+        io.display()
+    );
+    v
+}
+
+fn run_dir(name: &str, dir: &Path, samples: &[usize]) -> usize {
+    let compiled = CompiledDir::load(dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let config = compiled
+        .accelerator(None)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        Some(config.name),
+        dir.file_name().and_then(|n| n.to_str()),
+        "{name}: meta accelerator"
+    );
+    let io = dir
+        .parent()
+        .and_then(Path::parent)
+        .expect("model dir")
+        .join("io");
+    let mut runs = 0;
+    for &k in samples {
+        let (outputs, stats) = compiled
+            .run(config, &inputs(&io, k))
+            .unwrap_or_else(|e| panic!("{name} input {k}: {e}"));
+        let expected = Value::read_npy(&io.join(format!("output_{k}.npy"))).expect("output");
+        assert_eq!(outputs.len(), 1, "{name}: one output");
+        let got = &outputs[0];
+        assert_eq!(got.shape, expected.shape, "{name} input {k}: shape");
+        assert_eq!(
+            got.data.dtype(),
+            expected.data.dtype(),
+            "{name} input {k}: dtype"
+        );
+        let (g, e) = (got.data.to_le_bytes(), expected.data.to_le_bytes());
+        let diff = g.iter().zip(&e).filter(|(a, b)| a != b).count();
+        assert!(
+            diff == 0 && g.len() == e.len(),
+            "{name} input {k}: {diff} of {} bytes differ",
+            e.len()
+        );
+        assert!(stats.stopped, "{name}: stream ended at NPU_OP_STOP");
+        assert!(stats.operations > 0);
+        runs += 1;
+    }
+    runs
+}
+
+#[test]
+fn op_fixtures_bit_exact_on_every_config() {
+    let dirs: Vec<_> = vela_dirs()
+        .into_iter()
+        .filter(|(n, _)| !n.starts_with("mv2_224/"))
+        .collect();
+    assert!(
+        dirs.len() >= 16 * 6,
+        "expected every op fixture on 6 configs, found {}",
+        dirs.len()
+    );
+    let mut runs = 0;
+    for (name, dir) in &dirs {
+        runs += run_dir(name, dir, &[0, 1, 2]);
+    }
+    assert_eq!(runs, dirs.len() * 3);
+}
+
+#[test]
+fn mv2_bit_exact_on_every_config() {
+    let dirs: Vec<_> = vela_dirs()
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("mv2_224/"))
+        .collect();
+    assert_eq!(dirs.len(), 6, "mv2_224 on six configs");
+    let mut runs = 0;
+    for (name, dir) in &dirs {
+        let samples: &[usize] = if name.ends_with("/ethos-u55-128") {
+            &[0, 1, 2]
+        } else {
+            &[0]
+        };
+        runs += run_dir(name, dir, samples);
+    }
+    assert_eq!(runs, 8);
+}
+
+/// Our disassembly of every fixture stream equals the `0x...` lines of Vela's registers.txt.
+#[test]
+fn disassembly_matches_vela_dumps() {
+    let dirs = vela_dirs();
+    assert!(!dirs.is_empty());
+    for (name, dir) in dirs {
+        let payload = std::fs::read(dir.join("cmd_stream.bin")).expect("cmd_stream.bin");
+        let cop = Cop1::parse(&payload).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (_, stream) = cop.command_streams().next().expect("one command stream");
+        let words: Vec<u32> = stream
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let mut ours = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            let has_payload = (words[i] >> 14) & 3 != 0;
+            let mut line = String::new();
+            write_line(
+                &mut line,
+                i * 4,
+                words[i],
+                words.get(i + 1).copied().filter(|_| has_payload),
+            )
+            .expect("format");
+            ours.push(line);
+            i += if has_payload { 2 } else { 1 };
+        }
+        let vela = std::fs::read_to_string(dir.join("registers.txt")).expect("registers.txt");
+        let theirs: Vec<&str> = vela.lines().filter(|l| l.starts_with("0x")).collect();
+        assert_eq!(ours.len(), theirs.len(), "{name}: command count");
+        for (o, t) in ours.iter().zip(&theirs) {
+            assert_eq!(o.trim_end(), t.trim_end(), "{name}");
+        }
+    }
+}
+
+fn conv_fixture() -> (Vec<u8>, Vec<u8>, usize) {
+    let dir = fixtures_dir().join("op_conv1x1/vela/ethos-u55-128");
+    let compiled = CompiledDir::load(&dir).expect("op_conv1x1");
+    let scratch = compiled.meta["scratch_size"]
+        .as_u64()
+        .expect("scratch_size") as usize;
+    (compiled.cmd_stream, compiled.weights, scratch)
+}
+
+#[test]
+fn arena_too_small_is_an_error_naming_region_and_command() {
+    let (stream, weights, scratch) = conv_fixture();
+    let mut arena = vec![0u8; scratch / 2];
+    let mut regions = Regions::new();
+    regions.set(0, &weights).set_mut(1, &mut arena);
+    let err = VirtualNpu::new(&ETHOS_U55_128)
+        .run(&stream, &mut regions)
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, SimErrorKind::OutOfBounds { region: 1, .. }),
+        "unexpected error {err}"
+    );
+    assert!(
+        err.offset >= 32 && err.offset < stream.len(),
+        "offset {} inside the stream",
+        err.offset
+    );
+    assert!(err.command.is_some());
+    assert!(err.to_string().contains("region 1"), "{err}");
+}
+
+#[test]
+fn truncated_and_corrupt_streams_fail_with_offsets() {
+    let (stream, weights, scratch) = conv_fixture();
+    let mut arena = vec![0u8; scratch];
+    let mut npu = VirtualNpu::new(&ETHOS_U55_128);
+    // A raw stream cut in the middle of a cmd1 command: the payload word is missing.
+    let raw = &stream[32..];
+    let mut regions = Regions::new();
+    regions.set(0, &weights).set_mut(1, &mut arena);
+    let first_cmd1 = (0..raw.len() / 4)
+        .find(|&i| raw[i * 4 + 1] & 0x40 != 0)
+        .expect("a cmd1 command");
+    let cut = &raw[..first_cmd1 * 4 + 4];
+    let err = npu.run(cut, &mut regions).unwrap_err();
+    assert_eq!(err.offset, first_cmd1 * 4, "{err}");
+    // An undefined opcode in the COP1 payload: the error names its payload offset.
+    let mut bad = stream.clone();
+    bad[32..36].copy_from_slice(&0x0000_0004u32.to_le_bytes());
+    let err = npu.run(&bad, &mut regions).unwrap_err();
+    assert_eq!(err.offset, 32, "{err}");
+    assert!(matches!(err.kind, SimErrorKind::Decode(_)));
+    // A payload for another accelerator is refused.
+    let other: &'static AcceleratorConfig =
+        AcceleratorConfig::by_name("ethos-u55-64").expect("config");
+    let err = VirtualNpu::new(other)
+        .run(&stream, &mut regions)
+        .unwrap_err();
+    assert!(err.to_string().contains("different accelerator"), "{err}");
+}
