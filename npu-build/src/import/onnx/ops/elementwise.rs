@@ -1,0 +1,213 @@
+//! `Add`, `Sub`, `Mul` (numpy broadcasting) and the clamps `Relu`, `Clip`, `Max`/`Min` with a
+//! constant, which become fused activations of their producer when they can.
+
+use std::rc::Rc;
+
+use super::super::builder::{Act, Builder, Pending, QConst, Val, activation_from_bounds};
+use super::super::builder::{combine_activations, fused_activation, set_fused_activation};
+use super::super::layout;
+use super::super::model::Node;
+use super::super::qdq;
+use super::weights::const_layout;
+use crate::error::Result;
+use crate::ir::{Activation, OpKind};
+
+/// Numpy broadcast of two shapes (aligned on the right).
+pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let r = a.len().max(b.len());
+    let mut out = vec![0; r];
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            a[i + a.len() - r]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= r {
+            b[i + b.len() - r]
+        } else {
+            1
+        };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        };
+    }
+    Some(out)
+}
+
+impl Builder {
+    /// `Add`, `Sub`, `Mul` of quantized operands (one may be a quantized constant).
+    pub(crate) fn binary(&mut self, n: &Node) -> Result<()> {
+        n.max_inputs(2)?;
+        let a = self.input(n, 0)?;
+        let b = self.input(n, 1)?;
+        let (ia, ib, perm) = match (&a, &b) {
+            (Val::Deq(x), Val::Deq(y)) => {
+                if x.perm.len() == y.perm.len() {
+                    let y = self.relayout(y, &x.perm)?;
+                    (x.id, y.id, x.perm.clone())
+                } else {
+                    let x = self.relayout(x, &layout::identity(x.perm.len()))?;
+                    let y = self.relayout(y, &layout::identity(y.perm.len()))?;
+                    let r = x.perm.len().max(y.perm.len());
+                    (x.id, y.id, layout::identity(r))
+                }
+            }
+            (Val::Deq(x), Val::DeqConst(c)) => {
+                let (x, cid) = self.with_constant(n, 1, x, c)?;
+                (x.id, cid, x.perm)
+            }
+            (Val::DeqConst(c), Val::Deq(x)) => {
+                let (x, cid) = self.with_constant(n, 0, x, c)?;
+                (cid, x.id, x.perm)
+            }
+            (Val::DeqConst(_), Val::DeqConst(_)) => {
+                return Err(n.err("both operands are constants; nothing to compute at run time"));
+            }
+            (Val::Deq(_), other) => return Err(self.not_quantized(n, 1, other)),
+            (other, _) => return Err(self.not_quantized(n, 0, other)),
+        };
+        let sa = self.tensor(ia).shape.clone();
+        let sb = self.tensor(ib).shape.clone();
+        let shape = broadcast(&sa, &sb)
+            .ok_or_else(|| n.err(format!("shapes {sa:?} and {sb:?} do not broadcast")))?;
+        let activation = Activation::None;
+        let kind = match n.op_type.as_str() {
+            "Add" => OpKind::Add { activation },
+            "Sub" => OpKind::Sub { activation },
+            _ => OpKind::Mul { activation },
+        };
+        let p = self.pending(n, kind, vec![ia, ib], shape, perm);
+        self.bind_output(n, Val::Pending(Rc::new(p)))
+    }
+
+    /// A constant operand laid out like activation `x` (input `i` of `n`). When the constant has
+    /// a higher rank than `x`, `x` is brought to ONNX layout instead.
+    fn with_constant(&mut self, n: &Node, i: usize, x: &Act, c: &QConst) -> Result<(Act, usize)> {
+        if c.q.channels() > 1 {
+            return Err(n.err(format!(
+                "constant operand '{}' is quantized per channel; only per-tensor is supported here",
+                c.name
+            )));
+        }
+        let key = n.req_input(i)?.to_string();
+        let r = x.perm.len();
+        if c.c.dims.len() > r {
+            let x = self.relayout(x, &layout::identity(r))?;
+            let id = self.const_tensor(n, &key, c, &layout::identity(c.c.dims.len()))?;
+            let perm = layout::identity(c.c.dims.len());
+            return Ok((Act { id: x.id, perm }, id));
+        }
+        let mut padded = c.clone();
+        let mut dims = vec![1; r - c.c.dims.len()];
+        dims.extend_from_slice(&c.c.dims);
+        padded.c.dims = dims;
+        let id = self.const_tensor(n, &key, &padded, &const_layout(&x.perm))?;
+        Ok((x.clone(), id))
+    }
+
+    /// `Relu`, `Clip`, and `Max` / `Min` with a scalar constant.
+    pub(crate) fn activation(&mut self, n: &Node) -> Result<()> {
+        let (x, act) = match n.op_type.as_str() {
+            "Relu" => {
+                n.max_inputs(1)?;
+                (self.input(n, 0)?, Activation::Relu)
+            }
+            "Clip" => {
+                n.max_inputs(3)?;
+                let lo = self.scalar_input(n, 1)?;
+                let hi = self.scalar_input(n, 2)?;
+                (self.input(n, 0)?, activation_from_bounds(lo, hi))
+            }
+            _ => {
+                if n.inputs.len() != 2 {
+                    return Err(n.err(format!(
+                        "{} inputs; only {} of a tensor and a scalar constant is supported",
+                        n.inputs.len(),
+                        n.op_type
+                    )));
+                }
+                let a = self.input(n, 0)?;
+                let b = self.input(n, 1)?;
+                let (x, ci) = match (&a, &b) {
+                    (_, Val::Const(_) | Val::DeqConst(_)) => (a, 1),
+                    (Val::Const(_) | Val::DeqConst(_), _) => (b, 0),
+                    _ => {
+                        return Err(n.err(format!(
+                            "{} of two tensors is not supported (only with a scalar constant)",
+                            n.op_type
+                        )));
+                    }
+                };
+                let c = self.scalar_input(n, ci)?;
+                let act = if n.op_type == "Max" {
+                    activation_from_bounds(c, None)
+                } else {
+                    activation_from_bounds(None, c)
+                };
+                (x, act)
+            }
+        };
+        let p = match x {
+            Val::Pending(p) => with_activation(n, &p, act),
+            Val::Deq(a) => {
+                let shape = self.tensor(a.id).shape.clone();
+                self.pending(n, OpKind::Activation(act), vec![a.id], shape, a.perm)
+            }
+            other => return Err(self.not_quantized(n, 0, &other)),
+        };
+        self.bind_output(n, Val::Pending(Rc::new(p)))
+    }
+
+    /// A scalar constant input as a real number (`None` if the input is omitted).
+    fn scalar_input(&self, n: &Node, i: usize) -> Result<Option<f32>> {
+        let Some(name) = n.input(i) else {
+            return Ok(None);
+        };
+        let v = match self.val(n, name)? {
+            Val::Const(c) => c.scalar_f64(),
+            Val::DeqConst(qc) => match qdq::dequantize_values(&qc).as_slice() {
+                [x] => Some(*x),
+                _ => None,
+            },
+            other => {
+                return Err(n.err(format!(
+                    "input {i} ('{name}') is {}; a scalar constant is expected",
+                    other.kind_name()
+                )));
+            }
+        };
+        let v = v.ok_or_else(|| n.err(format!("input {i} ('{name}') is not a scalar")))?;
+        if v.is_nan() {
+            return Err(n.err(format!("input {i} ('{name}') is NaN")));
+        }
+        Ok(Some(v as f32))
+    }
+}
+
+/// `p` followed by the clamp `act`: fused into `p` when its kind has a fused activation, else a
+/// stand-alone activation of it.
+fn with_activation(n: &Node, p: &Rc<Pending>, act: Activation) -> Pending {
+    let mut q = (**p).clone();
+    if let OpKind::Activation(prev) = p.kind {
+        q.kind = OpKind::Activation(combine_activations(prev, act));
+        return q;
+    }
+    if let Some(prev) = fused_activation(&p.kind) {
+        set_fused_activation(&mut q.kind, combine_activations(prev, act));
+        return q;
+    }
+    Pending {
+        node: n.name.clone(),
+        op_type: n.op_type.clone(),
+        kind: OpKind::Activation(act),
+        inputs: Vec::new(),
+        shape: p.shape.clone(),
+        perm: p.perm.clone(),
+        keep_quant_of: None,
+        inner: Some(p.clone()),
+        float_ok: false,
+    }
+}

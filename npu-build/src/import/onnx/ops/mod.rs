@@ -1,0 +1,159 @@
+//! ONNX operators mapped onto the IR: the dispatch table and helpers shared by the operators.
+
+mod conv;
+pub(crate) mod elementwise;
+mod matmul;
+mod pool;
+mod resize;
+pub(crate) mod shape;
+mod softmax;
+mod weights;
+
+use super::builder::{Builder, Pending, Val};
+use super::fold;
+use super::model::Node;
+use crate::error::{Error, Result};
+use crate::ir::OpKind;
+
+/// Operators the importer maps onto the IR (besides those only folded as constants).
+const SUPPORTED: &[&str] = &[
+    "Add",
+    "AveragePool",
+    "Clip",
+    "Concat",
+    "Constant",
+    "Conv",
+    "DequantizeLinear",
+    "Flatten",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Identity",
+    "MatMul",
+    "Max",
+    "MaxPool",
+    "Min",
+    "Mul",
+    "Pad",
+    "QuantizeLinear",
+    "ReduceMean",
+    "Relu",
+    "Reshape",
+    "Resize",
+    "Softmax",
+    "Squeeze",
+    "Sub",
+    "Transpose",
+    "Unsqueeze",
+];
+
+/// The supported operator list for error messages.
+pub(crate) fn supported_list() -> String {
+    let mut all: Vec<&str> = SUPPORTED.iter().chain(fold::FOLDABLE).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    let mut s = all.join(", ");
+    s.push_str(" (constant shape arithmetic only: ");
+    s.push_str(&fold::FOLDABLE.join(", "));
+    s.push(')');
+    s
+}
+
+impl Builder {
+    /// Maps one node (in topological order).
+    pub(crate) fn node(&mut self, n: &Node) -> Result<()> {
+        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+            return Err(self.unsupported(n));
+        }
+        if fold::FOLDABLE.contains(&n.op_type.as_str()) && self.try_fold(n)? {
+            return Ok(());
+        }
+        match n.op_type.as_str() {
+            "QuantizeLinear" => self.quantize_linear(n),
+            "DequantizeLinear" => self.dequantize_linear(n),
+            "Conv" => self.conv(n),
+            "MatMul" => self.matmul(n),
+            "Gemm" => self.gemm(n),
+            "Add" | "Sub" | "Mul" => self.binary(n),
+            "Relu" | "Clip" | "Max" | "Min" => self.activation(n),
+            "AveragePool" | "MaxPool" => self.pool(n),
+            "GlobalAveragePool" | "GlobalMaxPool" => self.global_pool(n),
+            "ReduceMean" => self.reduce_mean(n),
+            "Softmax" => self.softmax(n),
+            "Concat" => self.concat(n),
+            "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => self.reshape(n),
+            "Transpose" => self.transpose(n),
+            "Identity" => {
+                let v = self.input(n, 0)?;
+                self.bind_output(n, v)
+            }
+            "Pad" => self.pad(n),
+            "Resize" => self.resize(n),
+            _ => Err(self.unsupported(n)),
+        }
+    }
+
+    pub(crate) fn unsupported(&self, n: &Node) -> Error {
+        let op = if n.domain.is_empty() {
+            n.op_type.clone()
+        } else {
+            format!("{}.{}", n.domain, n.op_type)
+        };
+        Error::UnsupportedOp {
+            node: n.name.clone(),
+            op,
+            supported: supported_list(),
+        }
+    }
+
+    /// The error for an operand that is not a dequantized tensor.
+    pub(crate) fn not_quantized(&self, n: &Node, i: usize, v: &Val) -> Error {
+        let name = n.inputs.get(i).cloned().unwrap_or_default();
+        let hint = match v {
+            Val::Int(_) => "integer arithmetic without DequantizeLinear is not supported",
+            Val::Float(_) | Val::Const(_) => {
+                "float arithmetic is not supported: the model must be quantized (QDQ)"
+            }
+            Val::Pending(_) => {
+                "the producer's float output must be quantized by a QuantizeLinear first"
+            }
+            _ => "a dequantized (QDQ) tensor is expected",
+        };
+        n.err(format!("input {i} ('{name}') is {}: {hint}", v.kind_name()))
+    }
+
+    /// A pending op for node `n`.
+    pub(crate) fn pending(
+        &self,
+        n: &Node,
+        kind: OpKind,
+        inputs: Vec<usize>,
+        shape: Vec<usize>,
+        perm: Vec<usize>,
+    ) -> Pending {
+        Pending {
+            node: n.name.clone(),
+            op_type: n.op_type.clone(),
+            kind,
+            inputs,
+            shape,
+            perm,
+            keep_quant_of: None,
+            inner: None,
+            float_ok: false,
+        }
+    }
+}
+
+/// A non-negative attribute value as `usize`.
+pub(crate) fn to_usize(n: &Node, what: &str, v: i64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| n.err(format!("{what} {v} is negative")))
+}
+
+/// A positive attribute value as `usize`.
+pub(crate) fn to_positive(n: &Node, what: &str, v: i64) -> Result<usize> {
+    match usize::try_from(v) {
+        Ok(x) if x > 0 => Ok(x),
+        _ => Err(n.err(format!("{what} {v} must be positive"))),
+    }
+}

@@ -1,0 +1,240 @@
+//! Every fixture's `.onnx` (tf2onnx's QDQ encoding of the `.tflite` twin):
+//! - through the reference interpreter, byte-identical to TFLite's reference-kernel outputs
+//!   (`io/output_K.npy`) for all three inputs;
+//! - imported into the same IR as the `.tflite` twin: operators, attributes, shapes, types,
+//!   quantization and constant bytes (tensor names differ between the formats).
+
+use std::path::{Path, PathBuf};
+
+use npu_build::ir::{Graph, TensorId};
+use npu_build::value::Value;
+
+fn io_file(dir: &Path, stem: &str, k: usize, j: usize, count: usize) -> PathBuf {
+    if count == 1 {
+        dir.join(format!("{stem}_{k}.npy"))
+    } else {
+        dir.join(format!("{stem}_{k}_{j}.npy"))
+    }
+}
+
+fn load(model: &str, ext: &str) -> Graph {
+    let path = npu_tests::fixtures_dir()
+        .join(model)
+        .join(format!("{model}.{ext}"));
+    npu_build::import::load(&path).unwrap_or_else(|e| panic!("{model}.{ext}: import failed: {e}"))
+}
+
+/// Runs `model.onnx` on the fixture inputs and compares every output byte.
+fn outputs_match(model: &str) {
+    let graph = load(model, "onnx");
+    let io = npu_tests::fixtures_dir().join(model).join("io");
+    let (n_in, n_out) = (graph.inputs.len(), graph.outputs.len());
+    let mut failures = Vec::new();
+    for k in 0..3 {
+        let inputs: Vec<Value> = (0..n_in)
+            .map(|j| Value::read_npy(&io_file(&io, "input", k, j, n_in)).expect("fixture input"))
+            .collect();
+        let outputs = npu_build::reference::run(&graph, &inputs)
+            .unwrap_or_else(|e| panic!("{model}.onnx: input {k}: run failed: {e}"));
+        assert_eq!(outputs.len(), n_out, "{model}: output count");
+        for (j, got) in outputs.iter().enumerate() {
+            let want =
+                Value::read_npy(&io_file(&io, "output", k, j, n_out)).expect("fixture output");
+            if got.shape != want.shape || got.dtype() != want.dtype() {
+                failures.push(format!(
+                    "input {k}, output {j}: got {:?} {} but expected {:?} {}",
+                    got.shape,
+                    got.dtype(),
+                    want.shape,
+                    want.dtype()
+                ));
+                continue;
+            }
+            let (a, b) = (got.data.to_le_bytes(), want.data.to_le_bytes());
+            let differing = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+            if differing > 0 {
+                let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(0);
+                failures.push(format!(
+                    "input {k}, output {j}: {differing} of {} bytes differ (first at byte {first}: {} != {})",
+                    a.len(),
+                    a[first],
+                    b[first]
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{model}.onnx:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Describes tensor `id` of `g` for comparison, without its name.
+fn tensor_desc(g: &Graph, id: TensorId) -> String {
+    let t = &g.tensors[id];
+    format!(
+        "{:?} {} quant={:?} data={}",
+        t.shape,
+        t.dtype,
+        t.quant,
+        match &t.data {
+            Some(d) => format!("{} bytes, checksum {}", d.len(), fnv(d)),
+            None => "activation".into(),
+        }
+    )
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The ONNX import must give the TFLite import's IR, op by op, except for names.
+/// `ops_without_quant` lists ops whose ONNX operands may lack quantization because the ONNX file
+/// carries none (integer ops without QuantizeLinear/DequantizeLinear around them).
+fn ir_matches_twin(model: &str, ops_without_quant: &[usize]) {
+    let onnx = load(model, "onnx");
+    let tflite = load(model, "tflite");
+    let mut diffs = Vec::new();
+    if onnx.ops.len() != tflite.ops.len() {
+        diffs.push(format!(
+            "{} ops vs {} ops",
+            onnx.ops.len(),
+            tflite.ops.len()
+        ));
+    }
+    for (k, (a, b)) in onnx.ops.iter().zip(&tflite.ops).enumerate() {
+        if a.kind != b.kind {
+            diffs.push(format!("op {k}: {:?} vs {:?}", a.kind, b.kind));
+        }
+        if a.inputs.len() != b.inputs.len() || a.outputs.len() != b.outputs.len() {
+            diffs.push(format!("op {k} ({}): operand counts differ", a.kind.name()));
+            continue;
+        }
+        let pairs = a
+            .inputs
+            .iter()
+            .zip(&b.inputs)
+            .chain(a.outputs.iter().zip(&b.outputs));
+        for (pos, (&x, &y)) in pairs.enumerate() {
+            let (mut dx, dy) = (tensor_desc(&onnx, x), tensor_desc(&tflite, y));
+            if onnx.tensors[x].quant.is_none() && ops_without_quant.contains(&k) {
+                // Compare everything but the quantization the ONNX file does not give.
+                let mut t = onnx.tensors[x].clone();
+                t.quant = tflite.tensors[y].quant.clone();
+                let mut g = onnx.clone();
+                g.tensors[x] = t;
+                dx = tensor_desc(&g, x);
+            }
+            if dx != dy {
+                diffs.push(format!(
+                    "op {k} ({}) operand {pos}:\n  onnx   {dx}\n  tflite {dy}",
+                    a.kind.name()
+                ));
+            }
+        }
+    }
+    for (what, ga, gb) in [
+        ("input", &onnx.inputs, &tflite.inputs),
+        ("output", &onnx.outputs, &tflite.outputs),
+    ] {
+        if ga.len() != gb.len() {
+            diffs.push(format!("{} vs {} graph {what}s", ga.len(), gb.len()));
+        }
+        for (&x, &y) in ga.iter().zip(gb) {
+            let (sx, sy) = (&onnx.tensors[x], &tflite.tensors[y]);
+            if sx.shape != sy.shape || sx.dtype != sy.dtype {
+                diffs.push(format!(
+                    "graph {what}: {:?} {} vs {:?} {}",
+                    sx.shape, sx.dtype, sy.shape, sy.dtype
+                ));
+            }
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{model}: the ONNX and TFLite imports differ:\n{}",
+        diffs.join("\n")
+    );
+}
+
+macro_rules! fixture_tests {
+    ($($name:ident: $model:literal, [$($free:literal),*];)*) => {
+        mod reference_outputs {
+            $(
+                #[test]
+                fn $name() {
+                    super::outputs_match($model);
+                }
+            )*
+        }
+        mod same_ir_as_tflite {
+            $(
+                #[test]
+                fn $name() {
+                    super::ir_matches_twin($model, &[$($free),*]);
+                }
+            )*
+        }
+    };
+}
+
+fixture_tests! {
+    op_add: "op_add", [];
+    op_avgpool2x2: "op_avgpool2x2", [];
+    // tf2onnx writes this Concat on the int8 tensors directly, with no quantization anywhere.
+    op_concat: "op_concat", [0];
+    op_conv1x1: "op_conv1x1", [];
+    op_conv3x3_s1_relu6: "op_conv3x3_s1_relu6", [];
+    op_conv3x3_s2: "op_conv3x3_s2", [];
+    op_conv5x5_valid: "op_conv5x5_valid", [];
+    op_dwconv3x3_s1: "op_dwconv3x3_s1", [];
+    op_dwconv3x3_s2: "op_dwconv3x3_s2", [];
+    op_fc: "op_fc", [];
+    op_global_avgpool: "op_global_avgpool", [];
+    op_maxpool3x3_s2: "op_maxpool3x3_s2", [];
+    op_mul: "op_mul", [];
+    op_reshape_fc: "op_reshape_fc", [];
+    op_resize_nearest: "op_resize_nearest", [];
+    op_softmax: "op_softmax", [];
+    mv2_224: "mv2_224", [];
+}
+
+/// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
+#[test]
+fn every_fixture_is_listed() {
+    let listed = [
+        "op_add",
+        "op_avgpool2x2",
+        "op_concat",
+        "op_conv1x1",
+        "op_conv3x3_s1_relu6",
+        "op_conv3x3_s2",
+        "op_conv5x5_valid",
+        "op_dwconv3x3_s1",
+        "op_dwconv3x3_s2",
+        "op_fc",
+        "op_global_avgpool",
+        "op_maxpool3x3_s2",
+        "op_mul",
+        "op_reshape_fc",
+        "op_resize_nearest",
+        "op_softmax",
+        "mv2_224",
+    ];
+    let dir = npu_tests::fixtures_dir();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(&dir).expect("fixtures directory") {
+        let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+        let d = dir.join(&name);
+        if d.join(format!("{name}.onnx")).exists() && d.join(format!("{name}.tflite")).exists() {
+            found.push(name);
+        }
+    }
+    found.sort();
+    let mut want: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(found, want);
+}
