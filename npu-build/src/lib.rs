@@ -10,6 +10,8 @@
 //! ```
 
 pub mod cli;
+pub mod build_api;
+pub mod codegen;
 pub mod error;
 pub mod ethos_u;
 pub mod import;
@@ -18,4 +20,5 @@ pub mod reference;
 pub mod target;
 pub mod value;
 
+pub use build_api::Model;
 pub use error::{Error, Result};

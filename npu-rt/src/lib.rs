@@ -23,3 +23,16 @@ pub mod sim;
 
 pub use error::Error;
 pub use npu::{Aligned16, Job, Npu};
+
+/// Includes the module a build script generated with `npu_build::Model::compile()`
+/// (`$OUT_DIR/<name>.rs`).
+///
+/// ```ignore
+/// npu_rt::include_compiled!(mv2);
+/// ```
+#[macro_export]
+macro_rules! include_compiled {
+    ($name:ident) => {
+        include!(concat!(env!("OUT_DIR"), "/", stringify!($name), ".rs"));
+    };
+}

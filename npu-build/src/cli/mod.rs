@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::error::Result;
 
+mod compile;
 mod disasm;
 mod inspect;
 mod run;
@@ -27,6 +28,10 @@ enum Command {
     Sim(sim::Args),
     /// Print a command stream one command per line.
     Disasm(disasm::Args),
+    /// Compile a model into a command stream directory (cmd_stream.bin, weights.bin, meta.json).
+    Compile(compile::Args),
+    /// Compile a model and print its memory and operator report as JSON.
+    Report(compile::ReportArgs),
 }
 
 /// Entry point of the `npu` binary: parses `std::env::args` and runs the subcommand.
@@ -37,5 +42,7 @@ pub fn main() -> Result<()> {
         Command::Run(a) => run::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Disasm(a) => disasm::run(a),
+        Command::Compile(a) => compile::run(a),
+        Command::Report(a) => compile::report(a),
     }
 }

@@ -1,0 +1,122 @@
+//! `npu compile` and `npu report`: the native backend from the command line.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::error::Result;
+use crate::ethos_u::{Compiled, compile};
+use crate::import;
+use crate::target::Target;
+
+/// Target selection shared by the subcommands that compile.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Accelerator configuration: ethos-u55-32, -64, -128, -256, ethos-u65-256, -512.
+    #[arg(long, short = 't', default_value = "ethos-u55-128")]
+    pub target: String,
+    /// System configuration (Vela's vela.ini names); default depends on the accelerator.
+    #[arg(long)]
+    pub system_config: Option<String>,
+    /// Memory mode (Shared_Sram, Sram_Only, Dedicated_Sram); default depends on the accelerator.
+    #[arg(long)]
+    pub memory_mode: Option<String>,
+}
+
+impl TargetArgs {
+    /// Resolves the names (errors list the valid ones).
+    pub fn resolve(&self) -> Result<Target> {
+        Target::new(
+            &self.target,
+            self.system_config.as_deref(),
+            self.memory_mode.as_deref(),
+        )
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model file (.onnx or .tflite).
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Output directory for cmd_stream.bin, weights.bin, meta.json and report.json.
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// Also print the lowered NPU operation list.
+    #[arg(long)]
+    pub dump_ops: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// Model file (.onnx or .tflite).
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Imports and compiles `model` for `target`.
+pub fn compile_model(model: &Path, target: &Target) -> Result<Compiled> {
+    let graph = import::load(model)?;
+    compile(&graph, target.accelerator)
+}
+
+/// The report of a compiled model as JSON (memory use by memory kind, op counts, timings).
+pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
+    let flash = c.flash_bytes();
+    let (sram, dram, flash_bytes) = target.memory_use(c.arena_size, flash);
+    json!({
+        "model": c.name,
+        "accelerator": c.accelerator.name,
+        "system_config": target.system_config.name,
+        "memory_mode": target.memory_mode.name,
+        "sram_bytes": sram,
+        "flash_bytes": flash_bytes,
+        "dram_bytes": dram,
+        "arena_bytes": c.arena_size,
+        "weights_bytes": c.weights.len(),
+        "encoded_weight_bytes": c.encoded_weight_bytes,
+        "command_stream_bytes": c.command_stream.len(),
+        "npu_ops": c.npu_ops,
+        "cpu_ops": 0,
+        "ir_ops": c.ir_ops,
+        "compile_ms": c.compile_time.as_secs_f64() * 1e3,
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let target = args.target.resolve()?;
+    let c = compile_model(&args.model, &target)?;
+    c.write_dir(
+        &args.output,
+        target.system_config.name,
+        target.memory_mode.name,
+    )?;
+    let report = serde_json::to_string_pretty(&report_json(&c, &target))
+        .map_err(|e| crate::Error::Other(e.to_string()))?;
+    let path = args.output.join("report.json");
+    std::fs::write(&path, &report).map_err(|e| crate::Error::io(path, e))?;
+    if args.dump_ops {
+        println!("{:#?}", c.program.ops);
+    }
+    println!(
+        "{}: {} NPU ops, arena {} bytes, flash {} bytes, compiled in {:.1} ms -> {}",
+        c.name,
+        c.npu_ops,
+        c.arena_size,
+        c.flash_bytes(),
+        c.compile_time.as_secs_f64() * 1e3,
+        args.output.display()
+    );
+    Ok(())
+}
+
+pub fn report(args: ReportArgs) -> Result<()> {
+    let target = args.target.resolve()?;
+    let c = compile_model(&args.model, &target)?;
+    let report = serde_json::to_string_pretty(&report_json(&c, &target))
+        .map_err(|e| crate::Error::Other(e.to_string()))?;
+    println!("{report}");
+    Ok(())
+}

@@ -1,0 +1,463 @@
+//! The typed Rust API of a compiled model, as tokens: used by `include_model!` and by the
+//! build.rs path (which writes the same tokens to `$OUT_DIR/<name>.rs`).
+//!
+//! For a model `mv2` the generated module holds `Input`/`Output` structs with one nested-array
+//! field per model tensor, a per-tensor module with `SHAPE`, `SCALE`, `ZERO_POINT`, the `Arena`
+//! type, the command stream and weights as 16-byte aligned statics, and `run`/`run_into`.
+
+use std::path::Path;
+
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{format_ident, quote};
+use serde::{Deserialize, Serialize};
+
+use crate::ir::DType;
+
+/// One graph input or output as the generated API exposes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoApi {
+    /// Tensor name in the model.
+    pub name: String,
+    /// Rust identifier of its field and module (snake_case, unique).
+    pub ident: String,
+    pub shape: Vec<usize>,
+    /// `i8`, `u8`, `i16`, `i32` or `f32`.
+    pub dtype: String,
+    pub scale: f32,
+    pub zero_point: i32,
+    /// Byte offset in the arena.
+    pub offset: usize,
+}
+
+/// Everything the generated code says about a compiled model (cached next to the artifact).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelApi {
+    /// Module name.
+    pub module: String,
+    /// The model file as the user named it.
+    pub source: String,
+    pub target: String,
+    pub system_config: String,
+    pub memory_mode: String,
+    pub arena_size: usize,
+    pub fast_scratch_size: usize,
+    pub command_stream_len: usize,
+    pub weights_len: usize,
+    pub inputs: Vec<IoApi>,
+    pub outputs: Vec<IoApi>,
+    pub npu_ops: usize,
+    pub cpu_ops: usize,
+    /// Operator counts of the source model, e.g. `[("Conv2D", 35), ...]`.
+    pub op_counts: Vec<(String, usize)>,
+    pub sram_bytes: usize,
+    pub flash_bytes: usize,
+}
+
+/// Rust keywords and names the generated module uses itself (a tensor with such a name gets a
+/// `_t` suffix).
+const RESERVED: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut",
+    "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "type", "unsafe",
+    "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override",
+    "priv", "typeof", "unsized", "virtual", "yield", "try", "union", "run", "run_into", "npu_rt",
+    "core", "std",
+];
+
+/// A snake_case Rust identifier for a model tensor name: non-alphanumerics become `_`, camel
+/// humps are split, leading digits get a `t_` prefix, reserved words a `_t` suffix.
+///
+/// ```
+/// use npu_build::codegen::snake_ident;
+/// assert_eq!(snake_ident("serving_default_input:0"), "serving_default_input_0");
+/// assert_eq!(snake_ident("MobilenetV2/Logits"), "mobilenet_v2_logits");
+/// assert_eq!(snake_ident("1st"), "t_1st");
+/// assert_eq!(snake_ident("type"), "type_t");
+/// assert_eq!(snake_ident("::"), "t");
+/// ```
+pub fn snake_ident(name: &str) -> String {
+    let mut out = String::new();
+    let chars: Vec<char> = name.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_alphanumeric() {
+            if c.is_ascii_uppercase() {
+                let prev = i.checked_sub(1).map(|j| chars[j]);
+                let next = chars.get(i + 1);
+                let hump = prev.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit())
+                    || (prev.is_some_and(|p| p.is_ascii_uppercase())
+                        && next.is_some_and(|n| n.is_ascii_lowercase()));
+                if hump && !out.ends_with('_') && !out.is_empty() {
+                    out.push('_');
+                }
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    while out.ends_with('_') {
+        out.pop();
+    }
+    if out.is_empty() {
+        return "t".into();
+    }
+    if out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert_str(0, "t_");
+    }
+    if RESERVED.contains(&out.as_str()) {
+        out.push_str("_t");
+    }
+    out
+}
+
+/// Unique identifiers for a list of tensor names (duplicates get `_2`, `_3`, ...).
+pub fn unique_idents<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .map(|n| {
+            let base = snake_ident(n);
+            let mut id = base.clone();
+            let mut k = 2;
+            while !seen.insert(id.clone()) {
+                id = format!("{base}_{k}");
+                k += 1;
+            }
+            id
+        })
+        .collect()
+}
+
+/// The element type name used in generated code for an IR dtype.
+pub fn rust_elem(dtype: DType) -> &'static str {
+    match dtype {
+        DType::I8 => "i8",
+        DType::U8 => "u8",
+        DType::I16 => "i16",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+        DType::F32 => "f32",
+    }
+}
+
+fn nested_array(elem: &Ident, shape: &[usize]) -> TokenStream {
+    let mut ty = quote!(#elem);
+    for &d in shape.iter().rev() {
+        let d = Literal::usize_unsuffixed(d);
+        ty = quote!([#ty; #d]);
+    }
+    ty
+}
+
+fn zero_value(elem: &Ident, shape: &[usize]) -> TokenStream {
+    let mut v = if elem == "f32" {
+        quote!(0.0)
+    } else {
+        quote!(0)
+    };
+    for &d in shape.iter().rev() {
+        let d = Literal::usize_unsuffixed(d);
+        v = quote!([#v; #d]);
+    }
+    v
+}
+
+/// `&expr` as a flat slice: `.as_flattened()` once per dimension beyond the first.
+fn flatten(expr: TokenStream, rank: usize) -> TokenStream {
+    if rank <= 1 {
+        return quote!(&#expr[..]);
+    }
+    let mut e = expr;
+    for _ in 1..rank {
+        e = quote!(#e.as_flattened());
+    }
+    e
+}
+
+/// `&mut expr` as a flat slice.
+fn flatten_mut(expr: TokenStream, rank: usize) -> TokenStream {
+    if rank <= 1 {
+        return quote!(&mut #expr[..]);
+    }
+    let mut e = expr;
+    for _ in 1..rank {
+        e = quote!(#e.as_flattened_mut());
+    }
+    e
+}
+
+/// Paths of the artifact files the generated code includes.
+pub struct ArtifactFiles<'a> {
+    pub command_stream: &'a Path,
+    pub weights: &'a Path,
+    /// The model file, included (and discarded) so rustc rebuilds when it changes.
+    pub model: Option<&'a Path>,
+}
+
+/// Generated module of `api`.
+///
+/// `weights_section` places the weights static in a linker section (`#[unsafe(link_section)]`);
+/// `None` leaves it in `.rodata`.
+pub fn generate(
+    api: &ModelApi,
+    files: &ArtifactFiles<'_>,
+    weights_section: Option<&str>,
+) -> TokenStream {
+    let module = Ident::new(&api.module, Span::call_site());
+    let arena_size = Literal::usize_unsuffixed(api.arena_size.max(16));
+    let cmd_len = Literal::usize_unsuffixed(api.command_stream_len);
+    let weights_len = Literal::usize_unsuffixed(api.weights_len);
+    let cmd_path = files.command_stream.to_string_lossy().into_owned();
+    let weights_path = files.weights.to_string_lossy().into_owned();
+    let target = &api.target;
+    let fast = Literal::usize_unsuffixed(api.fast_scratch_size);
+
+    let track = files.model.map(|m| {
+        let m = m.to_string_lossy().into_owned();
+        quote! {
+            // Makes rustc track the model file: editing it recompiles this crate.
+            const _: &[u8] = include_bytes!(#m);
+        }
+    });
+    let section = weights_section.map(|s| quote!(#[unsafe(link_section = #s)]));
+
+    let io_items = |list: &[IoApi], is_input: bool| {
+        let mut fields = Vec::new();
+        let mut mods = Vec::new();
+        let mut zeros = Vec::new();
+        let mut copies = Vec::new();
+        let mut helpers = Vec::new();
+        for t in list {
+            let id = Ident::new(&t.ident, Span::call_site());
+            let elem = Ident::new(&t.dtype, Span::call_site());
+            let ty = nested_array(&elem, &t.shape);
+            let rank = t.shape.len().max(1);
+            let shape_lits = t.shape.iter().map(|&d| Literal::usize_unsuffixed(d));
+            let rank_lit = Literal::usize_unsuffixed(t.shape.len());
+            let count: usize = t.shape.iter().product();
+            let count_lit = Literal::usize_unsuffixed(count);
+            let scale = Literal::f32_suffixed(t.scale);
+            let zp = Literal::i32_suffixed(t.zero_point);
+            let off = Literal::usize_unsuffixed(t.offset);
+            let elem_size: usize = match t.dtype.as_str() {
+                "i8" | "u8" => 1,
+                "i16" => 2,
+                _ => 4,
+            };
+            let bytes = Literal::usize_unsuffixed(count * elem_size);
+            let name = &t.name;
+            let shape_doc = format!("{:?}", t.shape);
+            let doc = format!(
+                "Model tensor `{name}`: shape {shape_doc}, {} (scale {}, zero point {}).",
+                t.dtype, t.scale, t.zero_point
+            );
+            let zero = t.shape.is_empty();
+            let ty = if zero { quote!([#elem; 1]) } else { ty };
+            fields.push(quote! {
+                #[doc = #doc]
+                pub #id: #ty,
+            });
+            zeros.push({
+                let z = if zero {
+                    zero_value(&elem, &[1])
+                } else {
+                    zero_value(&elem, &t.shape)
+                };
+                quote!(#id: #z,)
+            });
+            mods.push(quote! {
+                #[doc = #doc]
+                pub mod #id {
+                    /// Shape of the tensor.
+                    pub const SHAPE: [usize; #rank_lit] = [#(#shape_lits),*];
+                    /// Number of elements.
+                    pub const ELEMENTS: usize = #count_lit;
+                    /// Quantization scale: `real = SCALE * (q - ZERO_POINT)`.
+                    pub const SCALE: f32 = #scale;
+                    /// Quantization zero point.
+                    pub const ZERO_POINT: i32 = #zp;
+                    /// Byte offset of the tensor in the arena.
+                    pub const ARENA_OFFSET: usize = #off;
+                }
+            });
+            let float = t.dtype == "f32";
+            if is_input {
+                let flat = flatten_mut(quote!(self.#id), rank);
+                let set = format_ident!("set_{}_f32", t.ident);
+                let src = flatten(quote!(input.#id), rank);
+                copies.push(quote! {
+                    npu_rt::io::write(&mut arena[#off..#off + #bytes], #src);
+                });
+                if !float {
+                    let doc = format!(
+                        "Fills `{}` by quantizing real values (row-major, {count} elements).",
+                        t.ident
+                    );
+                    helpers.push(quote! {
+                        #[doc = #doc]
+                        pub fn #set(&mut self, values: &[f32]) {
+                            npu_rt::io::quantize(#flat, values, #id::SCALE, #id::ZERO_POINT);
+                        }
+                    });
+                }
+            } else {
+                let flat = flatten(quote!(self.#id), rank);
+                let get = format_ident!("{}_f32", t.ident);
+                let dst = flatten_mut(quote!(output.#id), rank);
+                copies.push(quote! {
+                    npu_rt::io::read(#dst, &arena[#off..#off + #bytes]);
+                });
+                if !float {
+                    let doc = format!(
+                        "Dequantizes `{}` into `out` (row-major, {count} elements).",
+                        t.ident
+                    );
+                    helpers.push(quote! {
+                        #[doc = #doc]
+                        pub fn #get(&self, out: &mut [f32]) {
+                            npu_rt::io::dequantize(out, #flat, #id::SCALE, #id::ZERO_POINT);
+                        }
+                    });
+                }
+            }
+        }
+        (fields, mods, zeros, copies, helpers)
+    };
+    let (in_fields, in_mods, in_zeros, in_copies, in_helpers) = io_items(&api.inputs, true);
+    let (out_fields, out_mods, out_zeros, out_copies, out_helpers) = io_items(&api.outputs, false);
+
+    let ops: Vec<String> = api
+        .op_counts
+        .iter()
+        .map(|(op, n)| format!("{n} {op}"))
+        .collect();
+    let module_doc = format!(
+        "Model `{}` compiled for {} ({}, {}): {}. {} NPU operations, {} CPU operations; arena (SRAM) {} bytes, flash {} bytes.",
+        api.source,
+        api.target,
+        api.system_config,
+        api.memory_mode,
+        ops.join(", "),
+        api.npu_ops,
+        api.cpu_ops,
+        api.arena_size,
+        api.flash_bytes,
+    );
+
+    quote! {
+        #[doc = #module_doc]
+        #[allow(dead_code, clippy::all)]
+        pub mod #module {
+            #track
+
+            /// Accelerator configuration the command stream was compiled for.
+            pub const TARGET: &str = #target;
+            /// Bytes of the arena (region 1): feature maps, inputs and outputs.
+            pub const ARENA_SIZE: usize = #arena_size;
+            /// Bytes of the fast scratch (region 2); 0 when unused.
+            pub const FAST_SCRATCH_SIZE: usize = #fast;
+
+            /// The COP1 command stream payload.
+            pub static COMMAND_STREAM: npu_rt::Aligned16<[u8; #cmd_len]> =
+                npu_rt::Aligned16(*include_bytes!(#cmd_path));
+            /// Region 0: encoded weights, scales, lookup tables and constants.
+            #section
+            pub static WEIGHTS: npu_rt::Aligned16<[u8; #weights_len]> =
+                npu_rt::Aligned16(*include_bytes!(#weights_path));
+
+            /// The arena: scratch memory of exactly the size the model needs, 16-byte aligned.
+            /// Place it in a `static` (it is usually too large for a stack).
+            #[repr(C, align(16))]
+            pub struct Arena(pub [u8; ARENA_SIZE]);
+
+            impl Arena {
+                /// A zeroed arena (usable in `static` initializers).
+                pub const fn new() -> Self {
+                    Arena([0; ARENA_SIZE])
+                }
+            }
+
+            impl Default for Arena {
+                fn default() -> Self {
+                    Self::new()
+                }
+            }
+
+            /// The model's inputs, one field per input tensor, in model order.
+            #[derive(Clone, Debug, PartialEq)]
+            pub struct Input {
+                #(#in_fields)*
+            }
+
+            impl Input {
+                /// All elements zero.
+                pub const fn zeroed() -> Self {
+                    Input { #(#in_zeros)* }
+                }
+                #(#in_helpers)*
+            }
+
+            impl Default for Input {
+                fn default() -> Self {
+                    Self::zeroed()
+                }
+            }
+
+            /// The model's outputs, one field per output tensor, in model order.
+            #[derive(Clone, Debug, PartialEq)]
+            pub struct Output {
+                #(#out_fields)*
+            }
+
+            impl Output {
+                /// All elements zero.
+                pub const fn zeroed() -> Self {
+                    Output { #(#out_zeros)* }
+                }
+                #(#out_helpers)*
+            }
+
+            impl Default for Output {
+                fn default() -> Self {
+                    Self::zeroed()
+                }
+            }
+
+            #(#in_mods)*
+            #(#out_mods)*
+
+            /// Runs the model: copies `input` into the arena, runs the command stream on `npu`,
+            /// and returns the outputs.
+            pub fn run<N: npu_rt::Npu + ?Sized>(
+                npu: &mut N,
+                arena: &mut Arena,
+                input: &Input,
+            ) -> Result<Output, npu_rt::Error> {
+                let mut output = Output::zeroed();
+                run_into(npu, arena, input, &mut output)?;
+                Ok(output)
+            }
+
+            /// Like [`run`], writing the outputs into `output` (no copy of the output struct).
+            pub fn run_into<N: npu_rt::Npu + ?Sized>(
+                npu: &mut N,
+                arena: &mut Arena,
+                input: &Input,
+                output: &mut Output,
+            ) -> Result<(), npu_rt::Error> {
+                let arena = &mut arena.0[..];
+                #(#in_copies)*
+                npu.run(npu_rt::Job {
+                    command_stream: &COMMAND_STREAM.0,
+                    weights: &WEIGHTS.0,
+                    arena: &mut *arena,
+                    fast_scratch: &mut [],
+                })?;
+                #(#out_copies)*
+                Ok(())
+            }
+        }
+    }
+}
