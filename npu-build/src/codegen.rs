@@ -283,6 +283,21 @@ pub fn generate(
                 }
             });
             let float = t.dtype == "f32";
+            let flat_ref = flatten(quote!(self.#id), rank);
+            let flat_mut = flatten_mut(quote!(self.#id), rank);
+            let get_flat = format_ident!("{}_flat", t.ident);
+            let get_flat_mut = format_ident!("{}_flat_mut", t.ident);
+            let doc_flat = format!("`{}` as a flat row-major slice of {count} elements.", t.ident);
+            helpers.push(quote! {
+                #[doc = #doc_flat]
+                pub fn #get_flat(&self) -> &[#elem] {
+                    #flat_ref
+                }
+                #[doc = #doc_flat]
+                pub fn #get_flat_mut(&mut self) -> &mut [#elem] {
+                    #flat_mut
+                }
+            });
             if is_input {
                 let flat = flatten_mut(quote!(self.#id), rank);
                 let set = format_ident!("set_{}_f32", t.ident);
