@@ -12,11 +12,10 @@ mod search;
 mod slice;
 
 use npu_rt::ethos_u::config::AcceleratorConfig;
-pub use npu_rt::ethos_u::weights::{
-    CoreSplit, SCALE_ENTRY_BYTES, STREAM_ALIGN, ScaleEntry, Traversal, WeightError,
-    WeightGeometry,
-};
 use npu_rt::ethos_u::weights::for_each_stream_position;
+pub use npu_rt::ethos_u::weights::{
+    CoreSplit, SCALE_ENTRY_BYTES, STREAM_ALIGN, ScaleEntry, Traversal, WeightError, WeightGeometry,
+};
 
 /// Why weights or scales could not be encoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -31,8 +30,14 @@ pub enum EncodeError {
     #[error("expected {expected} weights (OHWI), got {got}")]
     WeightCount { expected: usize, got: usize },
     /// A bias does not fit 40 bits or a shift 6 bits.
-    #[error("channel {channel}: bias {bias} or shift {shift} out of range (40-bit bias, shift < 64)")]
-    ScaleRange { channel: usize, bias: i64, shift: u8 },
+    #[error(
+        "channel {channel}: bias {bias} or shift {shift} out of range (40-bit bias, shift < 64)"
+    )]
+    ScaleRange {
+        channel: usize,
+        bias: i64,
+        shift: u8,
+    },
     /// The depth stripes are not increasing or leave the OFM depth.
     #[error("depth offsets {offsets:?} must increase and end at most at the OFM depth {ofm_depth}")]
     Stripes { offsets: Vec<u32>, ofm_depth: usize },

@@ -18,8 +18,8 @@ const SLICE_END_WASTE: u32 = 12;
 const MAX_SLICE: usize = 1 << 15;
 /// Cost standing for "cannot be coded".
 const INVALID: u32 = 1 << 24;
-/// Palettes kept for exact encoding per zero-run mode after the estimate.
-const EXACT_CANDIDATES: usize = 2;
+/// Candidates (zero-run mode, palette) encoded exactly after ranking by estimate.
+const EXACT_CANDIDATES: usize = 3;
 
 /// Sign-magnitude value of a weight as the format stores it.
 fn palval(w: i16) -> u16 {
@@ -93,7 +93,12 @@ fn make_palette(
         entries.push(unused);
     }
     let rest = &by_freq[k.min(by_freq.len())..];
-    let direct_offset = rest.iter().map(|&(v, _)| u32::from(v)).min().unwrap_or(0).min(31);
+    let direct_offset = rest
+        .iter()
+        .map(|&(v, _)| u32::from(v))
+        .min()
+        .unwrap_or(0)
+        .min(31);
     let n = entries.len() as u32;
     let mut index = [u16::MAX; 512];
     for (i, &e) in entries.iter().enumerate() {
@@ -129,7 +134,9 @@ fn make_palette(
 /// Encodes one section (one palette) of stream values into `bits`.
 fn encode_section(values: &[i16], bits: &mut BitWriter) {
     let has_zero = values.contains(&0);
-    let mut best: Option<BitWriter> = None;
+    // (estimated bits, zero runs, palette size) of every candidate.
+    let mut ranked: Vec<(u64, bool, usize)> = Vec::new();
+    let mut splits = Vec::new();
     for zero_runs in [false, true] {
         if zero_runs && !has_zero {
             continue;
@@ -147,14 +154,18 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
         // Zero-run cost with the best single divisor (the same for every palette).
         let zbits = if zero_runs {
             (0..4)
-                .map(|zd| sp.runs.iter().map(|&r| u64::from(zcost(r, zd))).sum::<u64>())
+                .map(|zd| {
+                    sp.runs
+                        .iter()
+                        .map(|&r| u64::from(zcost(r, zd)))
+                        .sum::<u64>()
+                })
                 .min()
                 .unwrap_or(0)
         } else {
             0
         };
         // Rank palettes by an estimate: best single weight code over the index histogram.
-        let mut ranked: Vec<(u64, usize)> = Vec::new();
         let max_k = by_freq.len().min(32);
         // k = 1 is padded to a two-entry palette (a single distinct value still gains from one).
         let first_k = if max_k >= 2 { 2 } else { 1 };
@@ -172,17 +183,31 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
                     hist.iter()
                         .enumerate()
                         .filter(|(_, h)| **h > 0)
-                        .map(|(x, &h)| u64::from(h) * u64::from(c.cost(x as u32).unwrap_or(INVALID)))
+                        .map(|(x, &h)| {
+                            u64::from(h) * u64::from(c.cost(x as u32).unwrap_or(INVALID))
+                        })
                         .sum::<u64>()
                 })
                 .min()
                 .unwrap_or(u64::MAX);
             let header = u64::from(pal.palbits) * pal.entries.len() as u64;
-            ranked.push((wbits + header + zbits, k));
+            ranked.push((wbits + header + zbits, zero_runs, k));
         }
-        ranked.sort();
-        for &(_, k) in ranked.iter().take(EXACT_CANDIDATES) {
-            let Some((pal, index, all_in)) = make_palette(&by_freq, k, zero_runs) else {
+        splits.push((zero_runs, sp, by_freq));
+    }
+    ranked.sort();
+    let best_estimate = ranked.first().map_or(0, |r| r.0);
+    let mut best: Option<BitWriter> = None;
+    for &(estimate, zero_runs, k) in ranked.iter().take(EXACT_CANDIDATES) {
+        // Candidates estimated clearly worse than the best are not worth encoding.
+        if estimate > best_estimate + best_estimate / 50 + 64 {
+            break;
+        }
+        let Some((_, sp, by_freq)) = splits.iter().find(|s| s.0 == zero_runs) else {
+            continue;
+        };
+        {
+            let Some((pal, index, all_in)) = make_palette(by_freq, k, zero_runs) else {
                 continue;
             };
             let w: Vec<u32> = sp
@@ -206,46 +231,68 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
 fn write_section(bits: &mut BitWriter, pal: &Palette, w: &[u32], runs: &[u32], all_in: bool) {
     let codes = wcodes(pal, all_in);
     let zdivs: &[u32] = if pal.zero_runs { &[0, 1, 2, 3] } else { &[0] };
+    let nz = zdivs.len();
     let states: Vec<(WCode, u32)> = codes
         .iter()
         .flat_map(|&c| zdivs.iter().map(move |&z| (c, z)))
         .collect();
     let ns = states.len();
     let n = w.len();
-    let item_cost = |i: usize, s: usize| -> u32 {
-        let (c, zd) = states[s];
-        let mut cost = c.cost(w[i]).unwrap_or(INVALID);
+    // Cost tables: weight code x index, so the inner loop is two lookups and an add.
+    let wtab: Vec<[u32; 512]> = codes
+        .iter()
+        .map(|c| {
+            let mut t = [INVALID; 512];
+            for (x, slot) in t.iter_mut().enumerate() {
+                *slot = c.cost(x as u32).unwrap_or(INVALID);
+            }
+            t
+        })
+        .collect();
+    let mut zc = [0u32; 4];
+    let mut item = vec![0u64; ns];
+    let mut item_costs = |i: usize, item: &mut [u64]| {
         if pal.zero_runs {
-            cost += zcost(runs[i + 1], zd);
-            if i == 0 {
-                cost += zcost(runs[0], zd);
+            for (z, slot) in zc.iter_mut().enumerate().take(nz) {
+                *slot = zcost(runs[i + 1], z as u32);
+                if i == 0 {
+                    *slot += zcost(runs[0], z as u32);
+                }
             }
         }
-        cost
+        let x = (w[i] as usize).min(511);
+        for (ci, t) in wtab.iter().enumerate() {
+            let wcost = u64::from(t[x]);
+            for z in 0..nz {
+                item[ci * nz + z] = wcost + u64::from(zc[z]);
+            }
+        }
     };
     // dp over items; `switched[i]` bit s: state s at item i starts a new slice.
-    let header = SLICE_HEADER_BITS + SLICE_END_WASTE;
-    let mut dp: Vec<u64> = (0..ns).map(|s| u64::from(item_cost(0, s))).collect();
+    let header = u64::from(SLICE_HEADER_BITS + SLICE_END_WASTE);
+    item_costs(0, &mut item);
+    let mut dp = item.clone();
     let mut switched = vec![0u64; n];
     let mut argmin = vec![0u8; n];
     for i in 1..n {
-        let (best_s, best) = dp
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by_key(|&(_, c)| c)
-            .unwrap_or((0, 0));
+        let mut best_s = 0;
+        let mut best = u64::MAX;
+        for (s, &d) in dp.iter().enumerate() {
+            if d < best {
+                best = d;
+                best_s = s;
+            }
+        }
         argmin[i - 1] = best_s as u8;
+        item_costs(i, &mut item);
+        let switch_base = best + header;
         let mut mask = 0u64;
-        for (s, d) in dp.iter_mut().enumerate() {
-            let c = u64::from(item_cost(i, s));
-            let stay = *d + c;
-            let switch = best + u64::from(header) + c;
-            if switch < stay {
-                *d = switch;
+        for (s, (d, &c)) in dp.iter_mut().zip(item.iter()).enumerate() {
+            if switch_base < *d {
+                *d = switch_base + c;
                 mask |= 1 << s;
             } else {
-                *d = stay;
+                *d += c;
             }
         }
         switched[i] = mask;
