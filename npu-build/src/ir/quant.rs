@@ -134,6 +134,60 @@ pub fn multiply_by_quantized_multiplier(x: i32, multiplier: i32, shift: i32) -> 
     )
 }
 
+/// [`multiply_by_quantized_multiplier`] with its constants precomputed, for hot loops.
+///
+/// Same results for every input: gemmlowp's high multiply `(x * m + nudge) / 2^31` (truncating,
+/// with a sign-dependent nudge) equals `(x * m + 2^30) >> 31` (flooring) for every product except
+/// `i32::MIN * i32::MIN`, which is handled; the rounding divide by `2^e` (half away from zero)
+/// equals `(t + 2^(e-1) - [t < 0]) >> e`.
+///
+/// ```
+/// use npu_build::ir::quant::{FastMultiplier, multiply_by_quantized_multiplier};
+/// let f = FastMultiplier::new(1 << 30, -1);
+/// assert_eq!(f.apply(-10), multiply_by_quantized_multiplier(-10, 1 << 30, -1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastMultiplier {
+    multiplier: i64,
+    left: u32,
+    right: u32,
+    /// `2^(right - 1)`, or 0 when `right` is 0.
+    round: i64,
+    /// 1 when `right > 0` (negative values then round with one less), else 0.
+    negative_adjust: i64,
+    /// The multiplier is `i32::MIN`, so the high multiply can saturate.
+    can_saturate: bool,
+}
+
+impl FastMultiplier {
+    /// Precomputes `multiply_by_quantized_multiplier(_, multiplier, shift)`; `shift` is clamped to
+    /// `-31..=31` (the range in which that function is defined).
+    pub fn new(multiplier: i32, shift: i32) -> Self {
+        let shift = shift.clamp(-31, 31);
+        let right = (-shift).max(0) as u32;
+        FastMultiplier {
+            multiplier: i64::from(multiplier),
+            left: shift.max(0) as u32,
+            right,
+            round: if right == 0 { 0 } else { 1 << (right - 1) },
+            negative_adjust: i64::from(right > 0),
+            can_saturate: multiplier == i32::MIN,
+        }
+    }
+
+    /// `multiply_by_quantized_multiplier(x, multiplier, shift)`.
+    #[inline(always)]
+    pub fn apply(self, x: i32) -> i32 {
+        let x = x.wrapping_shl(self.left);
+        if self.can_saturate && x == i32::MIN {
+            return rounding_divide_by_pot(i32::MAX, self.right as i32);
+        }
+        let t = (i64::from(x) * self.multiplier + (1 << 30)) >> 31;
+        // Branch-free rounding divide: `t >> 63` is -1 for negative t, 0 otherwise.
+        ((t + self.round - ((t >> 63) & self.negative_adjust)) >> self.right) as i32
+    }
+}
+
 /// Quantized clamp range of a fused activation, as TFLite's `CalculateActivationRangeQuantized`.
 ///
 /// `scale`/`zero_point` are the output's; the range is intersected with `dtype`'s range.
@@ -178,6 +232,52 @@ mod tests {
         // The rounding divide is symmetric: -10 * 0.25 = -2.5 -> -3, 10 * 0.25 -> 3.
         assert_eq!(multiply_by_quantized_multiplier(-10, 1 << 30, -1), -3);
         assert_eq!(multiply_by_quantized_multiplier(10, 1 << 30, -1), 3);
+    }
+
+    #[test]
+    fn fast_multiplier_matches() {
+        // A small deterministic generator covering extremes and random values.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let special = [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            255,
+            -255,
+            i32::MAX,
+            i32::MIN,
+            i32::MIN + 1,
+            1 << 30,
+            -(1 << 30),
+        ];
+        for k in 0..200_000 {
+            let r = next();
+            let x = if k % 7 == 0 {
+                special[(r % special.len() as u64) as usize]
+            } else {
+                (r >> 32) as i32 >> (r % 24)
+            };
+            let m = if k % 11 == 0 {
+                special[((r >> 8) % special.len() as u64) as usize]
+            } else {
+                (next() >> 33) as i32 | (1 << 30)
+            };
+            let shift = ((r >> 40) % 40) as i32 - 31;
+            let shift = if shift > 0 { shift % 8 } else { shift };
+            assert_eq!(
+                FastMultiplier::new(m, shift).apply(x),
+                multiply_by_quantized_multiplier(x, m, shift),
+                "x={x} m={m} shift={shift}"
+            );
+        }
     }
 
     #[test]

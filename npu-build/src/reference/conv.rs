@@ -550,49 +550,43 @@ impl Depthwise {
         let x16 = widen(x, self.wt.in_zp)?;
         let mut out = zeroed::<O>(n * oh * ow * cm, "depthwise output")?;
         let mut acc = vec![0i32; cm];
-        let zero_bias = vec![0i32; cm];
+        // (input pixel offset, weight tap offset) of the taps inside the image.
+        let mut taps: Vec<(usize, usize)> = Vec::with_capacity(kh * kw);
         for b in 0..n {
             for oy in 0..oh {
                 for ox in 0..ow {
-                    acc.fill(0);
+                    taps.clear();
                     for ky in 0..kh {
                         let Some(iy) = Geometry::tap(oy, sh, ky, dh, pt, h) else {
                             continue;
                         };
                         for kx in 0..kw {
-                            let Some(ix) = Geometry::tap(ox, sw, kx, dw, pl, w) else {
-                                continue;
-                            };
-                            let p = ((b * h + iy) * w + ix) * c;
-                            let xrow = &x16[p..p + c];
-                            let t = (ky * kw + kx) * cm;
-                            let wrow = &self.wt.weights[t..t + cm];
-                            if m == 1 {
-                                let acc = &mut acc[..c];
-                                let wrow = &wrow[..c];
-                                for i in 0..c {
-                                    acc[i] = acc[i]
-                                        .wrapping_add(i32::from(xrow[i]) * i32::from(wrow[i]));
-                                }
-                            } else {
-                                let groups = acc.chunks_exact_mut(m).zip(wrow.chunks_exact(m));
-                                for ((a, w), &xv) in groups.zip(xrow) {
-                                    let v = i32::from(xv);
-                                    for (a, &wv) in a.iter_mut().zip(w) {
-                                        *a = a.wrapping_add(v * i32::from(wv));
-                                    }
+                            if let Some(ix) = Geometry::tap(ox, sw, kx, dw, pl, w) {
+                                taps.push((((b * h + iy) * w + ix) * c, (ky * kw + kx) * cm));
+                            }
+                        }
+                    }
+                    if m == 1 {
+                        self.accumulate_m1(&x16, &taps, &mut acc);
+                    } else {
+                        acc.fill(0);
+                        for &(xp, wp) in &taps {
+                            let xrow = &x16[xp..xp + c];
+                            let wrow = &self.wt.weights[wp..wp + cm];
+                            let groups = acc.chunks_exact_mut(m).zip(wrow.chunks_exact(m));
+                            for ((a, wg), &xv) in groups.zip(xrow) {
+                                let v = i32::from(xv);
+                                for (a, &wv) in a.iter_mut().zip(wg) {
+                                    *a = a.wrapping_add(v * i32::from(wv));
                                 }
                             }
                         }
                     }
                     let base = ((b * oh + oy) * ow + ox) * cm;
                     // The bias is added after accumulation, as in the reference kernel.
-                    for (a, &bv) in acc.iter_mut().zip(&self.wt.bias) {
-                        *a = a.wrapping_add(bv);
-                    }
                     store(
                         &acc,
-                        &zero_bias,
+                        &self.wt.bias,
                         &self.rescale,
                         self.wt.out_zp,
                         self.wt.act,
@@ -602,6 +596,34 @@ impl Depthwise {
             }
         }
         Ok(O::wrap(out))
+    }
+
+    /// Depth multiplier 1: per block of 16 channels, sums all taps in registers.
+    fn accumulate_m1(&self, x16: &[i16], taps: &[(usize, usize)], acc: &mut [i32]) {
+        const B: usize = 16;
+        let c = acc.len();
+        let mut c0 = 0;
+        while c0 + B <= c {
+            let mut a = [0i32; B];
+            for &(xp, wp) in taps {
+                let xs: &[i16; B] = x16[xp + c0..xp + c0 + B].try_into().expect("block");
+                let ws: &[i16; B] = self.wt.weights[wp + c0..wp + c0 + B]
+                    .try_into()
+                    .expect("block");
+                for j in 0..B {
+                    a[j] = a[j].wrapping_add(i32::from(xs[j]) * i32::from(ws[j]));
+                }
+            }
+            acc[c0..c0 + B].copy_from_slice(&a);
+            c0 += B;
+        }
+        for (j, a) in acc.iter_mut().enumerate().skip(c0) {
+            let mut s = 0i32;
+            for &(xp, wp) in taps {
+                s = s.wrapping_add(i32::from(x16[xp + j]) * i32::from(self.wt.weights[wp + j]));
+            }
+            *a = s;
+        }
     }
 }
 

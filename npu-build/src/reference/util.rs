@@ -2,7 +2,7 @@
 //! broadcasting and error construction.
 
 use crate::error::{Error, Result};
-use crate::ir::quant::{multiply_by_quantized_multiplier, quantize_multiplier};
+use crate::ir::quant::{FastMultiplier, quantize_multiplier};
 use crate::ir::{DType, Graph, Op, Quantization, TensorId};
 use crate::value::Data;
 
@@ -128,6 +128,7 @@ pub fn same_quant(a: &Option<Quantization>, b: &Option<Quantization>) -> bool {
 pub struct Rescale {
     pub multiplier: i32,
     pub shift: i32,
+    fast: FastMultiplier,
 }
 
 impl Rescale {
@@ -147,13 +148,22 @@ impl Rescale {
                 format!("{what} rescale factor {real} is too large for 32-bit requantization"),
             ));
         }
-        Ok(Rescale { multiplier, shift })
+        Ok(Rescale::from_parts(multiplier, shift))
+    }
+
+    /// A factor given as a Q31 multiplier and a shift (`-31..=30`).
+    pub fn from_parts(multiplier: i32, shift: i32) -> Rescale {
+        Rescale {
+            multiplier,
+            shift,
+            fast: FastMultiplier::new(multiplier, shift),
+        }
     }
 
     /// `MultiplyByQuantizedMultiplier(x, multiplier, shift)`.
     #[inline(always)]
     pub fn apply(self, x: i32) -> i32 {
-        multiply_by_quantized_multiplier(x, self.multiplier, self.shift)
+        self.fast.apply(x)
     }
 }
 
