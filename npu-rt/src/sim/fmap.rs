@@ -154,28 +154,23 @@ impl FeatureMap {
         })
     }
 
-    fn decode(&self, b: &[u8]) -> i32 {
+    /// Appends the elements of `run` (raw little-endian bytes) to `out`.
+    fn decode_run(&self, run: &[u8], out: &mut Vec<i32>) {
         match (self.elem, self.signed) {
-            (1, true) => b.first().map_or(0, |&v| v as i8 as i32),
-            (1, false) => b.first().map_or(0, |&v| v as i32),
-            (2, s) => {
-                let v = [
-                    b.first().copied().unwrap_or(0),
-                    b.get(1).copied().unwrap_or(0),
-                ];
-                if s {
-                    i16::from_le_bytes(v) as i32
-                } else {
-                    u16::from_le_bytes(v) as i32
-                }
-            }
-            _ => {
-                let mut v = [0u8; 4];
-                for (d, s) in v.iter_mut().zip(b) {
-                    *d = *s;
-                }
-                i32::from_le_bytes(v)
-            }
+            (1, true) => out.extend(run.iter().map(|&v| v as i8 as i32)),
+            (1, false) => out.extend(run.iter().map(|&v| v as i32)),
+            (2, true) => out.extend(
+                run.chunks_exact(2)
+                    .map(|c| i16::from_le_bytes([c[0], c[1]]) as i32),
+            ),
+            (2, false) => out.extend(
+                run.chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]) as i32),
+            ),
+            _ => out.extend(
+                run.chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            ),
         }
     }
 
@@ -204,7 +199,7 @@ impl FeatureMap {
                         .addr(y, x, c0)
                         .and_then(|a| slice(bytes, a, len))
                         .ok_or_else(|| self.oob(y, x, c0, len, bytes.len(), access))?;
-                    out.extend(run.chunks_exact(self.elem as usize).map(|e| self.decode(e)));
+                    self.decode_run(run, &mut out);
                 }
             }
         }
@@ -212,7 +207,7 @@ impl FeatureMap {
     }
 
     /// Writes a dense `[h][w][d]` vector (values already in the element type's range).
-    /// Returns the bytes written.
+    /// Returns the bytes written. Nothing is written unless every element is in bounds.
     pub fn scatter(
         &self,
         mem: &mut Regions,
@@ -222,8 +217,8 @@ impl FeatureMap {
         values: &[i32],
         access: Access,
     ) -> Result<u64, SimErrorKind> {
-        let total = mem.len(self.region as usize);
-        // Check every run first so a failing op leaves memory untouched.
+        let bytes = mem.region_bytes_mut(self.region as usize)?;
+        let total = bytes.len();
         for y in 0..h {
             for x in 0..w {
                 for (c0, count) in self.runs(d) {
@@ -235,18 +230,25 @@ impl FeatureMap {
                 }
             }
         }
-        let mut vals = values.iter();
-        let elem = self.elem as usize;
+        let mut next = 0usize;
         for y in 0..h {
             for x in 0..w {
                 for (c0, count) in self.runs(d) {
                     let len = count * self.elem;
-                    let a = self.addr(y, x, c0).unwrap_or(0);
-                    let dst = mem.write(self.region, a, len, access)?;
-                    for chunk in dst.chunks_exact_mut(elem) {
-                        let v = vals.next().copied().unwrap_or(0);
-                        let b = v.to_le_bytes();
-                        chunk.copy_from_slice(b.get(..elem).unwrap_or(&b));
+                    let a = self.addr(y, x, c0).unwrap_or(0) as usize;
+                    let dst = bytes.get_mut(a..a + len as usize).unwrap_or(&mut []);
+                    let src = values.get(next..next + count as usize).unwrap_or(&[]);
+                    next += count as usize;
+                    match self.elem {
+                        1 => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v as u8),
+                        2 => dst
+                            .chunks_exact_mut(2)
+                            .zip(src)
+                            .for_each(|(d, &v)| d.copy_from_slice(&(v as i16).to_le_bytes())),
+                        _ => dst
+                            .chunks_exact_mut(4)
+                            .zip(src)
+                            .for_each(|(d, &v)| d.copy_from_slice(&v.to_le_bytes())),
                     }
                 }
             }

@@ -122,7 +122,8 @@ impl<'a> Regions<'a> {
             .or(Some(&[]))
     }
 
-    fn region_bytes_mut(&mut self, region: usize) -> Result<&mut [u8], SimErrorKind> {
+    /// The writable bytes of `region`.
+    pub(crate) fn region_bytes_mut(&mut self, region: usize) -> Result<&mut [u8], SimErrorKind> {
         let w = self
             .map
             .get(region)
@@ -157,6 +158,68 @@ impl<'a> Regions<'a> {
             region_len: bytes.len() as u64,
             access,
         })
+    }
+
+    /// Copies `len` bytes between regions (which may share a buffer, even overlap).
+    pub(crate) fn copy(
+        &mut self,
+        src: (u8, u64),
+        dst: (u8, u64),
+        len: u64,
+    ) -> Result<(), SimErrorKind> {
+        // Validate both ends before touching anything.
+        self.read(src.0, src.1, len, Access::DmaRead)?;
+        self.write(dst.0, dst.1, len, Access::DmaWrite)?;
+        let (Some(sw), Some(dw)) = (
+            self.map.get(src.0 as usize).copied().flatten(),
+            self.map.get(dst.0 as usize).copied().flatten(),
+        ) else {
+            return Err(SimErrorKind::RegionUnmapped { region: src.0 });
+        };
+        let (s_off, d_off, n) = match (
+            usize::try_from(src.1)
+                .ok()
+                .and_then(|a| a.checked_add(sw.start)),
+            usize::try_from(dst.1)
+                .ok()
+                .and_then(|a| a.checked_add(dw.start)),
+            usize::try_from(len).ok(),
+        ) {
+            (Some(s), Some(d), Some(n)) => (s, d, n),
+            _ => return Err(SimErrorKind::RegionUnmapped { region: src.0 }),
+        };
+        if sw.buffer == dw.buffer {
+            if let Some(Buffer::Exclusive(b)) = self.buffers.get_mut(dw.buffer)
+                && s_off.checked_add(n).is_some_and(|e| e <= b.len())
+            {
+                b.copy_within(s_off..s_off + n, d_off);
+                return Ok(());
+            }
+            return Err(SimErrorKind::RegionReadOnly { region: dst.0 });
+        }
+        // Distinct buffers: split the borrow.
+        let (lo, hi) = (sw.buffer.min(dw.buffer), sw.buffer.max(dw.buffer));
+        let (a, b) = self.buffers.split_at_mut(hi);
+        let (first, second) = (a.get_mut(lo), b.first_mut());
+        let (src_buf, dst_buf) = if sw.buffer < dw.buffer {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        match (src_buf, dst_buf) {
+            (Some(sb), Some(Buffer::Exclusive(db))) => {
+                let from = sb.bytes().get(s_off..s_off + n);
+                let to = db.get_mut(d_off..d_off + n);
+                match (from, to) {
+                    (Some(f), Some(t)) => {
+                        t.copy_from_slice(f);
+                        Ok(())
+                    }
+                    _ => Err(SimErrorKind::RegionUnmapped { region: src.0 }),
+                }
+            }
+            _ => Err(SimErrorKind::RegionReadOnly { region: dst.0 }),
+        }
     }
 
     /// Borrows `len` bytes at `addr` in `region` for writing.

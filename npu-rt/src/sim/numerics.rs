@@ -19,6 +19,32 @@ use crate::ethos_u::regs::RoundMode;
 #[inline]
 pub(crate) fn scale(v: i64, multiplier: u32, shift: u32, mode: RoundMode, dbl_bits: u32) -> i64 {
     let shift = shift.min(63);
+    // Fast path in i64: |v| < 2^30 keeps |v * m| < 2^62, and with shift <= 62 the rounding
+    // term stays below 2^61 + 2^30, so nothing overflows.
+    if (-(1i64 << 30)..(1i64 << 30)).contains(&v) && (1..=62).contains(&shift) {
+        let p = v * multiplier as i64;
+        let half = 1i64 << (shift - 1);
+        let round = match mode {
+            RoundMode::Dbl => {
+                let first = 31u32.saturating_sub(dbl_bits);
+                if shift > first && first > 0 {
+                    let d = 1i64 << (first - 1);
+                    if p >= 0 { half + d } else { half - d }
+                } else {
+                    half
+                }
+            }
+            RoundMode::Natural => half,
+            RoundMode::Truncate => {
+                if p >= 0 {
+                    0
+                } else {
+                    (1i64 << shift) - 1
+                }
+            }
+        };
+        return (p + round) >> shift;
+    }
     let p = v as i128 * multiplier as i128;
     if shift == 0 {
         return clamp_i64(p);

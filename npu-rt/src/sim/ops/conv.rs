@@ -20,7 +20,6 @@ use crate::ethos_u::weights::{
 use super::super::error::{Access, SimErrorKind};
 use super::super::fmap::{FeatureMap, FmKind};
 use super::super::memory::Regions;
-use super::super::numerics;
 use super::super::state::RegisterState;
 use super::super::stats::OpStats;
 use super::super::weight_cache::{DecodedWeights, WeightCache};
@@ -144,81 +143,296 @@ pub(crate) fn run(
     };
     let weights = load_weights(s, &geom, mem, cache, st)?;
 
-    // Input: zero-point-subtracted, padded, upscaled image.
     let (vals, read) = ifm.gather(mem, g.ifm_h, g.ifm_w, ic, Access::IfmRead)?;
     st.read(ifm.region, read);
-    let ph = (h - 1) * g.stride_y + s.kernel_height_m1 as u64 + 1;
-    let pw = (w - 1) * g.stride_x + s.kernel_width_m1 as u64 + 1;
-    let icu = ic as usize;
-    let mut img = vec![0i16; (ph * pw * ic) as usize];
-    let zp = ifm.zero_point;
-    for py in 0..ph {
-        let Some(iy) = g.source(py as i64 - g.pad_top as i64, g.up_h) else {
-            continue;
-        };
-        for px in 0..pw {
-            let Some(ix) = g.source(px as i64 - g.pad_left as i64, g.up_w) else {
-                continue;
-            };
-            let src = ((iy * g.ifm_w + ix) * ic) as usize;
-            let dst = ((py * pw + px) * ic) as usize;
-            if let (Some(s), Some(dd)) = (vals.get(src..src + icu), img.get_mut(dst..dst + icu)) {
-                for (o, &v) in dd.iter_mut().zip(s) {
-                    // 8-bit minus zero point fits i16; 16-bit inputs saturate (never with valid zp).
-                    *o = (v as i64 - zp).clamp(i16::MIN as i64, i16::MAX as i64) as i16;
+    let k = Window {
+        kh: kh as usize,
+        kw: kw as usize,
+        sy: g.stride_y as usize,
+        sx: g.stride_x as usize,
+        dy: g.dil_y as usize,
+        dx: g.dil_x as usize,
+        ph: ((h - 1) * g.stride_y + s.kernel_height_m1 as u64 + 1) as usize,
+        pw: ((w - 1) * g.stride_x + s.kernel_width_m1 as u64 + 1) as usize,
+    };
+    let (hu, wu, du, icu) = (h as usize, w as usize, d as usize, ic as usize);
+    let mut result = vec![0i32; hu * wu * du];
+    let requant: Vec<_> = weights.scales.iter().map(|e| out.requant(e)).collect();
+    // i32 lanes are exact for 8-bit inputs while kernel volume * 255 * 255 < 2^31.
+    let kvol = kh as usize * kw as usize;
+    let narrow = ifm_bits == 8 && kvol * if depthwise { 1 } else { icu } <= 32_768;
+    let mut acc = vec![0i32; du];
+    if narrow && depthwise && kvol <= F32_EXACT_TERMS {
+        let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v as f32);
+        let wf: Vec<f32> = weights.packed.iter().map(|&v| v as f32).collect();
+        let mut accf = vec![0f32; du];
+        for oy in 0..hu {
+            for ox in 0..wu {
+                depthwise_pixel_f32(&img, &wf, &k, oy, ox, &mut accf);
+                // Exact: every partial sum is an integer below 2^24.
+                acc.iter_mut().zip(&accf).for_each(|(a, &f)| *a = f as i32);
+                let pixel = oy * wu + ox;
+                out.requant_row(&acc, &requant, result.get_mut(pixel * du..(pixel + 1) * du));
+            }
+        }
+    } else if narrow {
+        let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v as i16);
+        for oy in 0..hu {
+            for ox in 0..wu {
+                if depthwise {
+                    depthwise_pixel(&img, &weights.packed, &k, oy, ox, &mut acc);
+                } else {
+                    conv_pixel(&img, &weights.ohwi, &k, icu, oy, ox, &mut acc);
+                }
+                let pixel = oy * wu + ox;
+                out.requant_row(&acc, &requant, result.get_mut(pixel * du..(pixel + 1) * du));
+            }
+        }
+    } else {
+        let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v as i32);
+        let mut wide = vec![0i64; du];
+        for oy in 0..hu {
+            for ox in 0..wu {
+                wide_pixel(&img, &weights.ohwi, &k, icu, depthwise, oy, ox, &mut wide);
+                let pixel = oy * wu + ox;
+                let row = result
+                    .get_mut(pixel * du..(pixel + 1) * du)
+                    .unwrap_or(&mut []);
+                for ((o, &a), r) in row.iter_mut().zip(&wide).zip(&requant) {
+                    *o = out.channel(r, saturate_acc(a, acc_format));
                 }
             }
         }
-    }
-
-    let (hu, wu, du) = (h as usize, w as usize, d as usize);
-    // i32 lanes are exact while kernel volume * 255 * 255 < 2^31.
-    let wide = ifm_bits == 16 || kh * kw * ic > 32_768;
-    let mut accs = vec![0i64; hu * wu * du];
-    if depthwise {
-        depthwise_acc(
-            &img,
-            &weights.ohwi,
-            &g,
-            kh,
-            kw,
-            pw as usize,
-            du,
-            hu,
-            wu,
-            &mut accs,
-        );
-    } else {
-        conv_acc(
-            &img,
-            &weights.ohwi,
-            &g,
-            kh,
-            kw,
-            pw as usize,
-            icu,
-            du,
-            hu,
-            wu,
-            wide,
-            &mut accs,
-        );
-    }
-    let mut result = Vec::with_capacity(accs.len());
-    for (i, &acc) in accs.iter().enumerate() {
-        let e = weights.scales.get(i % du).copied().unwrap_or_default();
-        let v = saturate_acc(
-            saturate_acc(acc, acc_format).saturating_add(e.bias),
-            AccFormat::I40,
-        );
-        let scaled = numerics::scale(v, e.multiplier, e.shift as u32, out.round, 0);
-        result.push(out.finish(scaled));
     }
     let written = ofm.scatter(mem, h, w, d, &result, Access::OfmWrite)?;
     st.write(ofm.region, written);
     st.macs = macs;
     st.ofm_elements = ofm_elems;
     Ok(())
+}
+
+/// Kernel window geometry in the padded image.
+struct Window {
+    kh: usize,
+    kw: usize,
+    sy: usize,
+    sx: usize,
+    dy: usize,
+    dx: usize,
+    /// Padded image height and width.
+    ph: usize,
+    pw: usize,
+}
+
+impl Window {
+    /// Index of the first channel of image position (row, col) for output (oy, ox) and kernel
+    /// element (ky, kx).
+    #[inline]
+    fn at(&self, oy: usize, ox: usize, ky: usize, kx: usize, channels: usize) -> usize {
+        ((oy * self.sy + ky * self.dy) * self.pw + ox * self.sx + kx * self.dx) * channels
+    }
+}
+
+/// The IFM as the kernel sees it: padding and upscaling resolved, zero point subtracted,
+/// `channels` per position (the real ones followed by zeros).
+fn build_image<T: Copy + Default>(
+    vals: &[i32],
+    g: &Geometry,
+    k: &Window,
+    ic: usize,
+    channels: usize,
+    zp: i64,
+    cast: impl Fn(i64) -> T,
+) -> Vec<T> {
+    let mut img = vec![T::default(); k.ph * k.pw * channels];
+    for py in 0..k.ph {
+        let Some(iy) = g.source(py as i64 - g.pad_top as i64, g.up_h) else {
+            continue;
+        };
+        for px in 0..k.pw {
+            let Some(ix) = g.source(px as i64 - g.pad_left as i64, g.up_w) else {
+                continue;
+            };
+            let src = (iy as usize * g.ifm_w as usize + ix as usize) * ic;
+            let dst = (py * k.pw + px) * channels;
+            if let (Some(s), Some(d)) = (vals.get(src..src + ic), img.get_mut(dst..dst + ic)) {
+                for (o, &v) in d.iter_mut().zip(s) {
+                    *o = cast(v as i64 - zp);
+                }
+            }
+        }
+    }
+    img
+}
+
+/// Products of 8-bit values minus zero points are at most 255 * 255; f32 sums of up to this
+/// many of them stay below 2^24 and are therefore exact.
+const F32_EXACT_TERMS: usize = 258;
+
+/// Dot products of `x` with four weight rows at once (one pass over `x`). The
+/// `sum += a as i32 * b as i32` reductions compile to multiply-add-pairs on every x86-64.
+#[inline]
+fn dot4(x: &[i16], w: [&[i16]; 4]) -> [i32; 4] {
+    let n = x
+        .len()
+        .min(w[0].len())
+        .min(w[1].len())
+        .min(w[2].len())
+        .min(w[3].len());
+    let (x, w0, w1, w2, w3) = (&x[..n], &w[0][..n], &w[1][..n], &w[2][..n], &w[3][..n]);
+    let (mut s0, mut s1, mut s2, mut s3) = (0i32, 0i32, 0i32, 0i32);
+    for i in 0..n {
+        let a = x[i] as i32;
+        s0 = s0.wrapping_add(a * w0[i] as i32);
+        s1 = s1.wrapping_add(a * w1[i] as i32);
+        s2 = s2.wrapping_add(a * w2[i] as i32);
+        s3 = s3.wrapping_add(a * w3[i] as i32);
+    }
+    [s0, s1, s2, s3]
+}
+
+#[inline]
+fn dot1(x: &[i16], w: &[i16]) -> i32 {
+    let mut s = 0i32;
+    for (&a, &b) in x.iter().zip(w) {
+        s = s.wrapping_add(a as i32 * b as i32);
+    }
+    s
+}
+
+/// One output position of a convolution with 8-bit inputs (i32 sums are exact: the caller
+/// checked the kernel volume). Weights are OHWI, so for each kernel row the image and the
+/// weights hold `kw * ic` contiguous values (undilated) that one dot product covers.
+#[inline]
+fn conv_pixel(
+    img: &[i16],
+    ohwi: &[i16],
+    k: &Window,
+    ic: usize,
+    oy: usize,
+    ox: usize,
+    acc: &mut [i32],
+) {
+    acc.iter_mut().for_each(|a| *a = 0);
+    let oc = acc.len();
+    let per_oc = k.kh * k.kw * ic;
+    // (image start, weight offset within an output channel, length) of each contiguous piece.
+    let pieces = (0..k.kh).flat_map(|ky| {
+        let full = k.dx == 1;
+        (0..if full { 1 } else { k.kw }).map(move |kx| {
+            let len = if full { k.kw * ic } else { ic };
+            (k.at(oy, ox, ky, kx, ic), (ky * k.kw + kx) * ic, len)
+        })
+    });
+    for (at, woff, len) in pieces {
+        let Some(x) = img.get(at..at + len) else {
+            continue;
+        };
+        let row = |o: usize| {
+            ohwi.get(o * per_oc + woff..o * per_oc + woff + len)
+                .unwrap_or(&[])
+        };
+        let mut o = 0;
+        while o + 4 <= oc {
+            let s = dot4(x, [row(o), row(o + 1), row(o + 2), row(o + 3)]);
+            for (a, v) in acc[o..o + 4].iter_mut().zip(s) {
+                *a = a.wrapping_add(v);
+            }
+            o += 4;
+        }
+        while o < oc {
+            acc[o] = acc[o].wrapping_add(dot1(x, row(o)));
+            o += 1;
+        }
+    }
+}
+
+/// One output position of a depthwise convolution, 8-bit inputs: weights as `[ky][kx][c]`.
+#[inline]
+fn depthwise_pixel(img: &[i16], packed: &[i16], k: &Window, oy: usize, ox: usize, acc: &mut [i32]) {
+    acc.iter_mut().for_each(|a| *a = 0);
+    let c = acc.len();
+    for ky in 0..k.kh {
+        for kx in 0..k.kw {
+            let at = k.at(oy, ox, ky, kx, c);
+            let start = (ky * k.kw + kx) * c;
+            let (Some(x), Some(w)) = (img.get(at..at + c), packed.get(start..start + c)) else {
+                continue;
+            };
+            for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
+                *a += x as i32 * w as i32;
+            }
+        }
+    }
+}
+
+/// [`depthwise_pixel`] in f32 (exact for up to [`F32_EXACT_TERMS`] kernel elements; vectorises
+/// on every x86-64, unlike 32-bit integer multiplies).
+#[inline]
+fn depthwise_pixel_f32(
+    img: &[f32],
+    packed: &[f32],
+    k: &Window,
+    oy: usize,
+    ox: usize,
+    acc: &mut [f32],
+) {
+    acc.iter_mut().for_each(|a| *a = 0.0);
+    let c = acc.len();
+    for ky in 0..k.kh {
+        for kx in 0..k.kw {
+            let at = k.at(oy, ox, ky, kx, c);
+            let start = (ky * k.kw + kx) * c;
+            let (Some(x), Some(w)) = (img.get(at..at + c), packed.get(start..start + c)) else {
+                continue;
+            };
+            for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
+                *a += x * w;
+            }
+        }
+    }
+}
+
+/// One output position in 64-bit arithmetic (16-bit inputs, or kernels too large for i32).
+#[allow(clippy::too_many_arguments)]
+fn wide_pixel(
+    img: &[i32],
+    ohwi: &[i16],
+    k: &Window,
+    ic: usize,
+    depthwise: bool,
+    oy: usize,
+    ox: usize,
+    acc: &mut [i64],
+) {
+    let oc = acc.len();
+    let kvol = k.kh * k.kw;
+    for (o, a) in acc.iter_mut().enumerate() {
+        let mut sum = 0i64;
+        for ky in 0..k.kh {
+            for kx in 0..k.kw {
+                let at = k.at(oy, ox, ky, kx, ic);
+                if depthwise {
+                    let x = img.get(at + o).copied().unwrap_or(0) as i64;
+                    let w = ohwi.get(o * kvol + ky * k.kw + kx).copied().unwrap_or(0) as i64;
+                    sum += x * w;
+                } else {
+                    let wstart = ((o * k.kh + ky) * k.kw + kx) * ic;
+                    let (Some(x), Some(w)) = (img.get(at..at + ic), ohwi.get(wstart..wstart + ic))
+                    else {
+                        continue;
+                    };
+                    sum += x
+                        .iter()
+                        .zip(w)
+                        .map(|(&x, &w)| x as i64 * w as i64)
+                        .sum::<i64>();
+                }
+            }
+        }
+        *a = sum;
+    }
+    let _ = oc;
 }
 
 /// Reads and decodes the weight and scale streams of every core (through the cache).
@@ -261,130 +475,34 @@ fn load_weights<'c>(
             decode_weights(ws, &g, &mut ohwi).map_err(SimErrorKind::Weights)?;
             decode_scales(ss, g.split(), &mut scales).map_err(SimErrorKind::Weights)?;
         }
-        Ok(DecodedWeights { ohwi, scales })
+        let packed = pack(&ohwi, geom);
+        Ok(DecodedWeights {
+            ohwi,
+            scales,
+            packed,
+        })
     })
 }
 
-/// Dot product of two equally long i16 slices. With `wide` false the inputs are 8-bit values
-/// minus a zero point (|x| <= 255, |w| <= 255), so i32 lanes cannot overflow for the kernel
-/// volumes the limits allow; the compiler vectorises that loop. 16-bit inputs use i64.
-#[inline]
-fn dot(a: &[i16], b: &[i16], wide: bool) -> i64 {
-    if wide {
-        return a.iter().zip(b).map(|(&x, &y)| x as i64 * y as i64).sum();
-    }
-    let mut acc = 0i32;
-    for (&x, &y) in a.iter().zip(b) {
-        acc = acc.wrapping_add(x as i32 * y as i32);
-    }
-    acc as i64
-}
-
-#[allow(clippy::too_many_arguments)]
-fn conv_acc(
-    img: &[i16],
-    ohwi: &[i16],
-    g: &Geometry,
-    kh: u64,
-    kw: u64,
-    pw: usize,
-    ic: usize,
-    d: usize,
-    h: usize,
-    w: usize,
-    wide: bool,
-    accs: &mut [i64],
-) {
-    let (kh, kw) = (kh as usize, kw as usize);
-    let (sy, sx, dy, dx) = (
-        g.stride_y as usize,
-        g.stride_x as usize,
-        g.dil_y as usize,
-        g.dil_x as usize,
+/// The depthwise fast paths' weight layout `[ky][kx][c]` (empty for convolutions, which read
+/// OHWI directly).
+fn pack(ohwi: &[i16], geom: &WeightGeometry) -> Vec<i16> {
+    let (oc, kh, kw) = (
+        geom.ofm_depth as usize,
+        geom.kernel_height as usize,
+        geom.kernel_width as usize,
     );
-    let per_oc = kh * kw * ic;
-    for oy in 0..h {
-        for ox in 0..w {
-            let base = (oy * w + ox) * d;
-            for oc in 0..d {
-                let wk = ohwi.get(oc * per_oc..(oc + 1) * per_oc).unwrap_or(&[]);
-                let mut acc = 0i64;
-                for ky in 0..kh {
-                    let row = oy * sy + ky * dy;
-                    if dx == 1 {
-                        // kw * ic contiguous values in both the image and the weights.
-                        let start = (row * pw + ox * sx) * ic;
-                        let a = img.get(start..start + kw * ic).unwrap_or(&[]);
-                        let b = wk.get(ky * kw * ic..(ky + 1) * kw * ic).unwrap_or(&[]);
-                        acc += dot(a, b, wide);
-                    } else {
-                        for kx in 0..kw {
-                            let start = (row * pw + ox * sx + kx * dx) * ic;
-                            let a = img.get(start..start + ic).unwrap_or(&[]);
-                            let b = wk
-                                .get((ky * kw + kx) * ic..(ky * kw + kx + 1) * ic)
-                                .unwrap_or(&[]);
-                            acc += dot(a, b, wide);
-                        }
-                    }
-                }
-                if let Some(slot) = accs.get_mut(base + oc) {
-                    *slot = acc;
-                }
+    let kvol = kh * kw;
+    if !matches!(geom.traversal, Traversal::Depthwise) {
+        return Vec::new();
+    }
+    let mut out = vec![0i16; kvol * oc];
+    for c in 0..oc {
+        for k in 0..kvol {
+            if let (Some(d), Some(&v)) = (out.get_mut(k * oc + c), ohwi.get(c * kvol + k)) {
+                *d = v;
             }
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn depthwise_acc(
-    img: &[i16],
-    ohwi: &[i16],
-    g: &Geometry,
-    kh: u64,
-    kw: u64,
-    pw: usize,
-    d: usize,
-    h: usize,
-    w: usize,
-    accs: &mut [i64],
-) {
-    let (kh, kw) = (kh as usize, kw as usize);
-    let (sy, sx, dy, dx) = (
-        g.stride_y as usize,
-        g.stride_x as usize,
-        g.dil_y as usize,
-        g.dil_x as usize,
-    );
-    // Weights as [ky][kx][c] so the channel loop is contiguous.
-    let mut wt = vec![0i16; kh * kw * d];
-    for c in 0..d {
-        for k in 0..kh * kw {
-            if let (Some(dst), Some(&v)) = (wt.get_mut(k * d + c), ohwi.get(c * kh * kw + k)) {
-                *dst = v;
-            }
-        }
-    }
-    let mut acc = vec![0i64; d];
-    for oy in 0..h {
-        for ox in 0..w {
-            acc.iter_mut().for_each(|a| *a = 0);
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let start = ((oy * sy + ky * dy) * pw + ox * sx + kx * dx) * d;
-                    let a = img.get(start..start + d).unwrap_or(&[]);
-                    let b = wt
-                        .get((ky * kw + kx) * d..(ky * kw + kx + 1) * d)
-                        .unwrap_or(&[]);
-                    for ((s, &x), &y) in acc.iter_mut().zip(a).zip(b) {
-                        *s += x as i64 * y as i64;
-                    }
-                }
-            }
-            let base = (oy * w + ox) * d;
-            if let Some(dst) = accs.get_mut(base..base + d) {
-                dst.copy_from_slice(&acc);
-            }
-        }
-    }
+    out
 }

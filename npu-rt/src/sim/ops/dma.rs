@@ -3,8 +3,6 @@
 //! Only the 1-D stride mode is modelled (the one Vela emits for Ethos-U55/U65); 2-D/3-D modes
 //! are reported as unsupported rather than guessed.
 
-use std::vec::Vec;
-
 use crate::ethos_u::regs::{DmaRegion, DmaRegionMode, DmaStrideMode};
 
 use super::super::error::{Access, SimErrorKind};
@@ -52,36 +50,38 @@ pub(crate) fn run(
         len,
         size: size as u64,
     };
-    // Read the source into a buffer first: source and destination may share a buffer.
-    let data: Vec<u8> = match src.mode() {
-        DmaRegionMode::External => {
-            let b = mem
-                .read(src.region(), s.dma_src, len, Access::DmaRead)?
-                .to_vec();
+    match (src.mode(), dst.mode()) {
+        (DmaRegionMode::External, DmaRegionMode::External) => {
+            mem.copy((src.region(), s.dma_src), (dst.region(), s.dma_dst), len)?;
             st.read(src.region(), len);
-            b
-        }
-        DmaRegionMode::Internal => {
-            let (a, e) = span(s.dma_src, len).ok_or(shram_oob(s.dma_src, shram.len()))?;
-            shram
-                .get(a..e)
-                .ok_or(shram_oob(s.dma_src, shram.len()))?
-                .to_vec()
-        }
-    };
-    match dst.mode() {
-        DmaRegionMode::External => {
-            mem.write(dst.region(), s.dma_dst, len, Access::DmaWrite)?
-                .copy_from_slice(&data);
             st.write(dst.region(), len);
         }
-        DmaRegionMode::Internal => {
+        (DmaRegionMode::External, DmaRegionMode::Internal) => {
             let size = shram.len();
             let (a, e) = span(s.dma_dst, len).ok_or(shram_oob(s.dma_dst, size))?;
-            shram
-                .get_mut(a..e)
-                .ok_or(shram_oob(s.dma_dst, size))?
-                .copy_from_slice(&data);
+            let to = shram.get_mut(a..e).ok_or(shram_oob(s.dma_dst, size))?;
+            to.copy_from_slice(mem.read(src.region(), s.dma_src, len, Access::DmaRead)?);
+            st.read(src.region(), len);
+        }
+        (DmaRegionMode::Internal, DmaRegionMode::External) => {
+            let size = shram.len();
+            let (a, e) = span(s.dma_src, len).ok_or(shram_oob(s.dma_src, size))?;
+            let from = shram.get(a..e).ok_or(shram_oob(s.dma_src, size))?;
+            mem.write(dst.region(), s.dma_dst, len, Access::DmaWrite)?
+                .copy_from_slice(from);
+            st.write(dst.region(), len);
+        }
+        (DmaRegionMode::Internal, DmaRegionMode::Internal) => {
+            let size = shram.len();
+            let (a, e) = span(s.dma_src, len).ok_or(shram_oob(s.dma_src, size))?;
+            let (b, f) = span(s.dma_dst, len).ok_or(shram_oob(s.dma_dst, size))?;
+            if e > size {
+                return Err(shram_oob(s.dma_src, size));
+            }
+            if f > size {
+                return Err(shram_oob(s.dma_dst, size));
+            }
+            shram.copy_within(a..e, b);
         }
     }
     st.dma_bytes = len;

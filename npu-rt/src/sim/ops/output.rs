@@ -2,8 +2,12 @@
 //! and the optional lookup table.
 
 use crate::ethos_u::regs::{
-    Activation, ActivationClipRange, ActivationFunction, OfmPrecision, OfmScaleMode, RoundMode,
+    AccFormat, Activation, ActivationClipRange, ActivationFunction, OfmPrecision, OfmScaleMode,
+    RoundMode,
 };
+use crate::ethos_u::weights::ScaleEntry;
+
+use super::pool::saturate_acc;
 
 use super::super::error::SimErrorKind;
 use super::super::fmap::FeatureMap;
@@ -17,6 +21,17 @@ pub(crate) enum Lut {
     Bytes { table: [i32; 256], offset: i64 },
     /// 256 32-bit entries (int32 OFM; the input is clipped to int8).
     Words { table: [i32; 256], offset: i64 },
+}
+
+/// One output channel's requantization, precomputed from its [`ScaleEntry`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Requant {
+    bias: i64,
+    multiplier: u32,
+    shift: u32,
+    round_pos: i64,
+    round_neg: i64,
+    fast: bool,
 }
 
 /// Output stage parameters, decoded once per operation.
@@ -156,6 +171,73 @@ impl OutputStage {
         match self.scale_mode {
             OfmScaleMode::Global => numerics::scale(v, self.global.0, self.global.1, self.round, 0),
             OfmScaleMode::PerChannel => v,
+        }
+    }
+
+    /// Precomputes one output channel's requantization (bias, multiplier, shift, rounding).
+    pub fn requant(&self, e: &ScaleEntry) -> Requant {
+        let shift = e.shift as u32;
+        let half = if shift > 0 { 1i64 << (shift - 1) } else { 0 };
+        let (round_pos, round_neg) = match self.round {
+            // DBL's second rounding term only exists for shifts above 31 (see `numerics`).
+            RoundMode::Dbl if shift > 31 => (half + (1 << 30), half - (1 << 30)),
+            RoundMode::Dbl | RoundMode::Natural => (half, half),
+            RoundMode::Truncate => (0, if shift > 0 { (1i64 << shift) - 1 } else { 0 }),
+        };
+        Requant {
+            bias: e.bias,
+            multiplier: e.multiplier,
+            shift,
+            round_pos,
+            round_neg,
+            fast: (1..=62).contains(&shift),
+        }
+    }
+
+    /// Requantizes one accumulator of a convolution and finishes it.
+    #[inline]
+    pub fn channel(&self, r: &Requant, acc: i64) -> i32 {
+        // acc is at most 48 bits and the bias 40 bits, so the sum cannot overflow.
+        let v = acc + r.bias;
+        let scaled = if r.fast && (-(1i64 << 30)..(1i64 << 30)).contains(&v) {
+            // |v * m| < 2^62 and the rounding terms are below 2^61 + 2^30: no overflow.
+            let p = v * r.multiplier as i64;
+            (p + if p >= 0 { r.round_pos } else { r.round_neg }) >> r.shift
+        } else {
+            numerics::scale(
+                saturate_acc(v, AccFormat::I40),
+                r.multiplier,
+                r.shift,
+                self.round,
+                0,
+            )
+        };
+        self.finish(scaled)
+    }
+
+    /// Requantizes one output position's accumulators (`row` is None only on a caller bug and
+    /// then nothing is written).
+    #[inline]
+    pub fn requant_row(&self, accs: &[i32], rq: &[Requant], row: Option<&mut [i32]>) {
+        let Some(row) = row else { return };
+        if self.lut.is_some() {
+            for ((o, &a), r) in row.iter_mut().zip(accs).zip(rq) {
+                *o = self.channel(r, a as i64);
+            }
+            return;
+        }
+        let lo = self.lo.max(self.type_lo);
+        let hi = self.hi.min(self.type_hi).max(lo);
+        let zp = self.zero_point;
+        for ((o, &a), r) in row.iter_mut().zip(accs).zip(rq) {
+            let v = a as i64 + r.bias;
+            let scaled = if r.fast && (-(1i64 << 30)..(1i64 << 30)).contains(&v) {
+                let p = v * r.multiplier as i64;
+                (p + if p >= 0 { r.round_pos } else { r.round_neg }) >> r.shift
+            } else {
+                numerics::scale(v, r.multiplier, r.shift, self.round, 0)
+            };
+            *o = (scaled + zp).clamp(lo, hi) as i32;
         }
     }
 

@@ -1,0 +1,60 @@
+//! Times one inference of Vela's MobileNetV2-224 command stream on the virtual NPU.
+//!
+//! `cargo bench -p npu-rt --features sim --bench sim_mv2 [-- ACCEL [ITERATIONS]]`
+//! (default ethos-u55-128, 20 iterations). Reports the first run (weight streams decoded) and
+//! the steady state (decoded weights cached), single-threaded.
+
+use std::time::{Duration, Instant};
+
+use npu_rt::ethos_u::config::AcceleratorConfig;
+use npu_rt::sim::{Regions, VirtualNpu};
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let accel = args.first().map(String::as_str).unwrap_or("ethos-u55-128");
+    let iterations: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let config = AcceleratorConfig::by_name(accel).expect("accelerator name");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/mv2_224/vela")
+        .join(accel);
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let stream = read("cmd_stream.bin");
+    let weights = read("weights.bin");
+    let meta: serde_json::Value = serde_json::from_slice(&read("meta.json")).expect("meta.json");
+    let scratch = meta["scratch_size"].as_u64().expect("scratch_size") as usize;
+    let input_offset = meta["input_offset"][0].as_u64().expect("input_offset") as usize;
+    let npy = std::fs::read(dir.join("../../io/input_0.npy")).expect("input_0.npy");
+    let header = u16::from_le_bytes([npy[8], npy[9]]) as usize + 10;
+    let input = &npy[header..];
+
+    let mut npu = VirtualNpu::new(config);
+    let mut arena = vec![0u8; scratch];
+    let mut run = |npu: &mut VirtualNpu| -> (Duration, u64) {
+        arena.iter_mut().for_each(|b| *b = 0);
+        arena[input_offset..input_offset + input.len()].copy_from_slice(input);
+        let mut regions = Regions::new();
+        regions.set(0, &weights).set_mut(1, &mut arena);
+        let t = Instant::now();
+        let stats = npu.run(&stream, &mut regions).expect("mv2 runs");
+        (t.elapsed(), stats.macs)
+    };
+    let (first, macs) = run(&mut npu);
+    let mut times: Vec<Duration> = (0..iterations).map(|_| run(&mut npu).0).collect();
+    times.sort();
+    let median = times[times.len() / 2];
+    let best = times[0];
+    println!("mv2_224 on {accel}: {macs} MACs");
+    println!(
+        "  first run (decodes weights): {:8.2} ms",
+        first.as_secs_f64() * 1e3
+    );
+    println!(
+        "  steady state, {iterations} runs: median {:8.2} ms, best {:8.2} ms ({:.2} GMAC/s)",
+        median.as_secs_f64() * 1e3,
+        best.as_secs_f64() * 1e3,
+        macs as f64 / median.as_secs_f64() / 1e9
+    );
+}
