@@ -1,15 +1,109 @@
-//! `npu run`.
+//! `npu run MODEL --engine reference --input IN.npy [--input ...] --output OUT.npy [--output ...]`:
+//! runs a model on an engine. Inputs are given in the model's input order and must have the
+//! model's dtypes (int8 models take int8 `.npy`, float-boundary models float32); outputs are
+//! written in the model's output order.
 
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::value::Value;
+
+/// Engines a model can run on.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The int8 reference interpreter (bit-exact with TFLite's reference kernels).
+    Reference,
+    /// The virtual Ethos-U NPU running the compiled command stream.
+    Sim,
+}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file or compiled directory.
+    /// Model file (.tflite or .onnx).
     pub path: PathBuf,
+    /// Engine to run on.
+    #[arg(long, value_enum, default_value_t = Engine::Reference)]
+    pub engine: Engine,
+    /// Input .npy files, in the model's input order.
+    #[arg(long = "input", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output .npy files, in the model's output order (without any, the outputs are summarized on
+    /// stdout).
+    #[arg(long = "output")]
+    pub outputs: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    Err(Error::Other(format!("npu run {}: not written yet", args.path.display())))
+    let graph = crate::import::load(&args.path)?;
+    if !args.outputs.is_empty() && args.outputs.len() != graph.outputs.len() {
+        return Err(Error::Other(format!(
+            "the model has {} output(s) but {} --output path(s) were given",
+            graph.outputs.len(),
+            args.outputs.len()
+        )));
+    }
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|p| Value::read_npy(p))
+        .collect::<Result<Vec<_>>>()?;
+    let outputs = match args.engine {
+        Engine::Reference => crate::reference::run(&graph, &inputs)?,
+        Engine::Sim => {
+            return Err(Error::Other(
+                "the sim engine needs the Ethos-U backend (not available yet)".into(),
+            ));
+        }
+    };
+    for (k, v) in outputs.iter().enumerate() {
+        let name = graph
+            .outputs
+            .get(k)
+            .and_then(|&t| graph.tensors.get(t))
+            .map_or("", |t| t.name.as_str());
+        match args.outputs.get(k) {
+            Some(path) => {
+                v.write_npy(path)?;
+                println!(
+                    "output {k} '{name}': {} {:?} -> {}",
+                    v.dtype(),
+                    v.shape,
+                    path.display()
+                );
+            }
+            None => {
+                let bytes = v.data.to_le_bytes();
+                let size = v.dtype().size();
+                let head: Vec<String> = bytes
+                    .chunks_exact(size)
+                    .take(16)
+                    .map(|c| match v.data {
+                        crate::value::Data::F32(_) => {
+                            format!("{}", f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        }
+                        crate::value::Data::I8(_) => format!("{}", c[0] as i8),
+                        crate::value::Data::U8(_) => format!("{}", c[0]),
+                        crate::value::Data::I16(_) => {
+                            format!("{}", i16::from_le_bytes([c[0], c[1]]))
+                        }
+                        crate::value::Data::I32(_) => {
+                            format!("{}", i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        }
+                    })
+                    .collect();
+                let more = if v.data.len() > head.len() {
+                    ", ..."
+                } else {
+                    ""
+                };
+                println!(
+                    "output {k} '{name}': {} {:?} [{}{more}]",
+                    v.dtype(),
+                    v.shape,
+                    head.join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
 }
