@@ -1,21 +1,871 @@
-//! Lowering of pooling, and of the 1x1 average-pool "no-op" used for copies, requantization
-//! and stand-alone activations.
+//! Lowering of pooling (MaxPool, AvgPool), and of the 1x1 average-pool "no-op" used for copies,
+//! requantization and stand-alone activations; plus the small numeric and feature-map helpers
+//! the other lowerings share (OFM scales, clamps, slices, copies).
+//!
+//! Numerics follow TFLite's reference kernels (backend-facts §2.5, §2.11, §2.12):
+//! - MaxPool and AvgPool with equal input/output quantization work on the raw quantized values
+//!   (zero points 0 in the registers), as TFLite does; a different output quantization is a
+//!   requantization after pooling (one op for MaxPool, since rescaling is monotonic; a second
+//!   no-op for AvgPool, since TFLite rounds twice).
+//! - AvgPool divides with the OFM scale `((2^(31+e) + 2^e) / N, 31 + e)` and NATURAL rounding,
+//!   which equals TFLite's "add or subtract N/2, divide truncating" for every int8/uint8/int16
+//!   sum (checked exhaustively in the tests). Padded AvgPool divides by the number of valid
+//!   elements: it is lowered without the hardware's padding (whose averaging behaviour is not
+//!   documented) as a copy into a zero-bordered scratch tensor followed by one unpadded pool per
+//!   group of outputs sharing a valid-element count.
+//! - Requantization (Quantize, stand-alone activations, copies between quantizations) is one
+//!   1x1 AVERAGE pool with `OFM_SCALE = QuantizeMultiplier(s_in / s_out)` and DBL rounding,
+//!   which is TFLite's `MultiplyByQuantizedMultiplier` bit for bit.
+
+use npu_rt::ethos_u::regs::fields::{ActivationClipRange, IfmUpscaleMode, PoolingMode, RoundMode};
 
 use super::Lowering;
 use crate::error::Result;
-use crate::ir::{Op, TensorId};
+use crate::ethos_u::npu_op::{
+    Activation as NpuActivation, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind, Scale,
+};
+use crate::ir::quant::{activation_range, frexp, quantize_multiplier};
+use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, TensorId};
+
+/// Largest pooling kernel height and area (Vela's AvgPool/MaxPool limits for Ethos-U55/U65).
+const MAX_POOL_KERNEL_H: usize = 256;
+const MAX_POOL_KERNEL_AREA: usize = 65536;
+
+/// Largest value of one padding register (7 bits).
+pub(super) const MAX_PAD: usize = 127;
+
+/// Largest kernel stride the KERNEL_STRIDE register encodes.
+pub(super) const MAX_STRIDE: usize = 3;
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
-    Err(cx.limit(op, "lowering of this operator is not written yet"))
+    let (attrs, max) = match &op.kind {
+        OpKind::MaxPool(a) => (a, true),
+        OpKind::AvgPool(a) => (a, false),
+        _ => return Err(Lowering::invalid(op, "internal: not a pooling operator")),
+    };
+    let (x, y) = single_io(op)?;
+    let dtype = same_int_type(cx, op, x, y)?;
+    let xfm = cx.fm(op, x)?;
+    let yfm = cx.fm(op, y)?;
+    let (kh, kw) = attrs.kernel;
+    let (sy, sx) = attrs.stride;
+    if kh == 0 || kw == 0 || sy == 0 || sx == 0 {
+        return Err(Lowering::invalid(op, "kernel and strides must be positive"));
+    }
+    if xfm.shape[2] != yfm.shape[2] {
+        return Err(Lowering::invalid(
+            op,
+            format!(
+                "input {:?} and output {:?} differ in depth",
+                xfm.shape, yfm.shape
+            ),
+        ));
+    }
+    if kh > MAX_POOL_KERNEL_H || kh * kw > MAX_POOL_KERNEL_AREA {
+        return Err(cx.limit(
+            op,
+            format!(
+                "pooling kernel {kh}x{kw}: at most {MAX_POOL_KERNEL_H} rows and {MAX_POOL_KERNEL_AREA} elements"
+            ),
+        ));
+    }
+    check_window(
+        op,
+        [xfm.shape[0], xfm.shape[1]],
+        [yfm.shape[0], yfm.shape[1]],
+        [kh, kw],
+        [sy, sx],
+        attrs.padding,
+    )?;
+    let same = cx.quant(x) == cx.quant(y);
+    if max {
+        lower_max(cx, op, attrs, x, y, xfm, yfm, same)
+    } else {
+        lower_avg(cx, op, attrs, x, y, xfm, yfm, dtype, same)
+    }
 }
 
-/// Quantize (requantize) and stand-alone activations.
+#[allow(clippy::too_many_arguments)]
+fn lower_max(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    attrs: &PoolAttrs,
+    x: TensorId,
+    y: TensorId,
+    mut xfm: FeatureMap,
+    mut yfm: FeatureMap,
+    same: bool,
+) -> Result<()> {
+    let (kh, kw) = attrs.kernel;
+    let stride_y = kernel_stride(cx, op, yfm.shape[0], attrs.stride.0)?;
+    let stride_x = kernel_stride(cx, op, yfm.shape[1], attrs.stride.1)?;
+    let padding = hw_padding(
+        cx,
+        op,
+        [xfm.shape[0], xfm.shape[1]],
+        [yfm.shape[0], yfm.shape[1]],
+        [kh, kw],
+        [stride_y, stride_x],
+        attrs.padding,
+    )?;
+    let activation = clamp(cx, op, attrs.activation, y, yfm.dtype)?;
+    // Equal quantization: max of the raw values (TFLite); otherwise the maximum is requantized,
+    // which commutes with the (monotonic) rescale, so one op does both.
+    let (scale, round) = if same {
+        xfm.zero_point = 0;
+        yfm.zero_point = 0;
+        (Scale::UNIT, RoundMode::Natural)
+    } else {
+        (requant_scale(cx, op, x, y, false)?, RoundMode::Dbl)
+    };
+    cx.program.ops.push(NpuOp {
+        name: op.name.clone(),
+        kind: NpuOpKind::Pool(PoolingMode::Max),
+        ifm: xfm,
+        ofm: yfm,
+        kernel: Kernel {
+            h: kh,
+            w: kw,
+            stride_y,
+            stride_x,
+            dilation_y: 1,
+            dilation_x: 1,
+        },
+        padding,
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(scale),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: round,
+        activation,
+        block: None,
+    });
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lower_avg(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    attrs: &PoolAttrs,
+    x: TensorId,
+    y: TensorId,
+    mut xfm: FeatureMap,
+    yfm: FeatureMap,
+    dtype: ElemType,
+    same: bool,
+) -> Result<()> {
+    // TFLite averages the raw values; the hardware subtracts zero points, so they are set to 0.
+    xfm.zero_point = 0;
+    if same {
+        let activation = clamp(cx, op, attrs.activation, y, dtype)?;
+        let mut target = yfm;
+        target.zero_point = 0;
+        return average(cx, op, attrs, xfm, target, activation);
+    }
+    // Different output quantization: average in the input's quantization, then requantize
+    // (the reference rounds after the average and again after the rescale).
+    let bytes = yfm.elements() * dtype.bytes();
+    let buf = cx.scratch_buffer(format!("{}/average", op.name), bytes);
+    let scratch = FeatureMap::nhwc(buf, yfm.shape, dtype, 0);
+    average(
+        cx,
+        op,
+        attrs,
+        xfm,
+        scratch.clone(),
+        NpuActivation::none(dtype),
+    )?;
+    let scale = requant_scale(cx, op, x, y, false)?;
+    let activation = clamp(cx, op, attrs.activation, y, dtype)?;
+    let mut ifm = scratch;
+    ifm.zero_point = cx.quant(x).1;
+    cx.program
+        .ops
+        .push(nop(&op.name, ifm, yfm, scale, RoundMode::Dbl, activation));
+    Ok(())
+}
+
+/// Average pooling of `ifm` (zero point 0) into `ofm` (zero point 0), dividing each window's
+/// sum by its number of valid (non-padding) elements with TFLite's rounding.
+fn average(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    attrs: &PoolAttrs,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+    activation: NpuActivation,
+) -> Result<()> {
+    let [h, w, c] = ifm.shape;
+    let [oh, ow, _] = ofm.shape;
+    let (kh, kw) = attrs.kernel;
+    let (sy, sx) = attrs.stride;
+    let p = attrs.padding;
+    let rows = valid_counts(oh, sy, p.top, kh, h);
+    let cols = valid_counts(ow, sx, p.left, kw, w);
+    if rows.contains(&0) || cols.contains(&0) {
+        return Err(cx.limit(
+            op,
+            "an average-pool window lies entirely in the padding (TFLite rejects it)",
+        ));
+    }
+    let kernel = |cx: &Lowering<'_>, rows: usize, cols: usize| -> Result<Kernel> {
+        Ok(Kernel {
+            h: kh,
+            w: kw,
+            stride_y: kernel_stride(cx, op, rows, sy)?,
+            stride_x: kernel_stride(cx, op, cols, sx)?,
+            dilation_y: 1,
+            dilation_x: 1,
+        })
+    };
+    if rows.iter().all(|&n| n == kh) && cols.iter().all(|&n| n == kw) {
+        // No window touches padding (so the top/left padding is 0 and any bottom/right padding
+        // is never reached): one plain average pool.
+        let kernel = kernel(cx, oh, ow)?;
+        cx.program.ops.push(pool_op(
+            &op.name,
+            ifm,
+            ofm,
+            kernel,
+            pooling_scale(kh * kw),
+            activation,
+        ));
+        return Ok(());
+    }
+    // Copy the input into a scratch tensor with a border of raw zeros wide enough for every
+    // window, so that each window's sum is the sum of its valid elements.
+    let reach_h = (oh - 1) * sy + kh;
+    let reach_w = (ow - 1) * sx + kw;
+    let hp = reach_h.max(p.top + h);
+    let wp = reach_w.max(p.left + w);
+    let e = ifm.dtype.bytes();
+    let buf = cx.scratch_buffer(format!("{}/padded", op.name), hp * wp * c * e);
+    let padded = FeatureMap::nhwc(buf, [hp, wp, c], ifm.dtype, 0);
+    super::pad::fill_border(cx, op, &padded, [p.top, p.left, 0], [h, w, c], 0)?;
+    let interior = slice(&padded, [p.top, p.left, 0], [h, w, c])?;
+    cx.program.ops.push(copy_op(&op.name, ifm, interior)?);
+    // One pool per rectangle of outputs with the same valid-element count.
+    for (r0, r1, nh) in runs(&rows) {
+        for (c0, c1, nw) in runs(&cols) {
+            let src = slice(
+                &padded,
+                [r0 * sy, c0 * sx, 0],
+                [(r1 - r0 - 1) * sy + kh, (c1 - c0 - 1) * sx + kw, c],
+            )?;
+            let dst = slice(&ofm, [r0, c0, 0], [r1 - r0, c1 - c0, c])?;
+            let kernel = kernel(cx, r1 - r0, c1 - c0)?;
+            cx.program.ops.push(pool_op(
+                &op.name,
+                src,
+                dst,
+                kernel,
+                pooling_scale(nh * nw),
+                activation.clone(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An unpadded AVERAGE pool with NATURAL rounding.
+fn pool_op(
+    name: &str,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+    kernel: Kernel,
+    scale: Scale,
+    activation: NpuActivation,
+) -> NpuOp {
+    NpuOp {
+        name: name.into(),
+        kind: NpuOpKind::Pool(PoolingMode::Average),
+        ifm,
+        ofm,
+        kernel,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(scale),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Natural,
+        activation,
+        block: None,
+    }
+}
+
+/// Number of valid input rows under each of `out` windows of size `k`, stride `s`, starting
+/// `pad` rows before the input of `n` rows (TFLite clamps windows to the input this way).
+fn valid_counts(out: usize, s: usize, pad: usize, k: usize, n: usize) -> Vec<usize> {
+    (0..out)
+        .map(|o| {
+            let start = (o * s) as i64 - pad as i64;
+            let lo = start.max(0);
+            let hi = (start + k as i64).min(n as i64);
+            (hi - lo).max(0) as usize
+        })
+        .collect()
+}
+
+/// Maximal runs of equal values: `(start, end, value)`.
+fn runs(v: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize)> = Vec::new();
+    for (i, &n) in v.iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if last.2 == n => last.1 = i + 1,
+            _ => out.push((i, i + 1, n)),
+        }
+    }
+    out
+}
+
+/// Quantize (integer requantization) and stand-alone activations: one 1x1 AVERAGE pool.
 pub(super) fn lower_rescale(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
-    Err(cx.limit(op, "lowering of this operator is not written yet"))
+    let (x, y) = single_io(op)?;
+    let g = cx.graph;
+    let (xt, yt) = (&g.tensors[x], &g.tensors[y]);
+    if xt.dtype == DType::F32 {
+        return Err(cx.limit(
+            op,
+            format!(
+                "input '{}' is f32; float quantization and activations run on the CPU",
+                xt.name
+            ),
+        ));
+    }
+    let (act, float_division) = match &op.kind {
+        OpKind::Quantize => (Activation::None, false),
+        OpKind::Activation(a) => {
+            if xt.dtype != yt.dtype {
+                return Err(Lowering::invalid(
+                    op,
+                    format!("input is {} but output is {}", xt.dtype, yt.dtype),
+                ));
+            }
+            (*a, true)
+        }
+        _ => return Err(Lowering::invalid(op, "internal: not a rescale operator")),
+    };
+    for t in [xt, yt] {
+        if !matches!(t.dtype, DType::I8 | DType::U8 | DType::I16) {
+            return Err(cx.limit(
+                op,
+                format!(
+                    "tensor '{}' is {}; requantization on the NPU takes i8, u8 and i16",
+                    t.name, t.dtype
+                ),
+            ));
+        }
+    }
+    let ifm = cx.fm(op, x)?;
+    let ofm = cx.fm(op, y)?;
+    if ifm.shape != ofm.shape {
+        return Err(Lowering::invalid(
+            op,
+            format!(
+                "input {:?} and output {:?} differ in shape",
+                ifm.shape, ofm.shape
+            ),
+        ));
+    }
+    let scale = requant_scale(cx, op, x, y, float_division)?;
+    let activation = clamp(cx, op, act, y, ofm.dtype)?;
+    cx.program
+        .ops
+        .push(nop(&op.name, ifm, ofm, scale, RoundMode::Dbl, activation));
+    Ok(())
 }
 
-/// Copies tensor `x` into tensor `y` (same element count, same quantization).
+/// Copies tensor `x` into tensor `y` (same element count and type; requantized when the
+/// quantization differs, as TFLite's `Requantize` would).
 pub(super) fn lower_copy(cx: &mut Lowering<'_>, op: &Op, x: TensorId, y: TensorId) -> Result<()> {
-    let _ = (x, y);
-    Err(cx.limit(op, "lowering of this operator is not written yet"))
+    let g = cx.graph;
+    let (xt, yt) = (&g.tensors[x], &g.tensors[y]);
+    if xt.dtype != yt.dtype || xt.elements() != yt.elements() {
+        return Err(Lowering::invalid(
+            op,
+            format!(
+                "cannot copy '{}' {:?} ({}) into '{}' {:?} ({})",
+                xt.name, xt.shape, xt.dtype, yt.name, yt.shape, yt.dtype
+            ),
+        ));
+    }
+    let same = cx.quant(x) == cx.quant(y) || xt.quant.is_none() || yt.quant.is_none();
+    let xfm = cx.fm(op, x)?;
+    let yfm = cx.fm(op, y)?;
+    let src = if xfm.shape == yfm.shape {
+        xfm
+    } else {
+        view(&xfm, yfm.shape).ok_or_else(|| {
+            cx.limit(
+                op,
+                format!(
+                    "'{}' is a strided slice and cannot be re-viewed as {:?} for a copy",
+                    xt.name, yfm.shape
+                ),
+            )
+        })?
+    };
+    if same {
+        let o = copy_op(&op.name, src, yfm)?;
+        cx.program.ops.push(o);
+        return Ok(());
+    }
+    if yfm.dtype == ElemType::I32 {
+        return Err(cx.limit(op, "requantizing copies of i32 tensors"));
+    }
+    let scale = requant_scale(cx, op, x, y, false)?;
+    let activation = NpuActivation::none(yfm.dtype);
+    cx.program
+        .ops
+        .push(nop(&op.name, src, yfm, scale, RoundMode::Dbl, activation));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared by the other lowerings.
+// ---------------------------------------------------------------------------------------------
+
+/// The single input and output of `op`.
+pub(super) fn single_io(op: &Op) -> Result<(TensorId, TensorId)> {
+    match (op.inputs.as_slice(), op.outputs.as_slice()) {
+        ([x], [y]) => Ok((*x, *y)),
+        _ => Err(Lowering::invalid(op, "expects one input and one output")),
+    }
+}
+
+/// The common integer element type of `x` and `y` (i8, u8 or i16).
+fn same_int_type(cx: &Lowering<'_>, op: &Op, x: TensorId, y: TensorId) -> Result<ElemType> {
+    let g = cx.graph;
+    let (xt, yt) = (&g.tensors[x], &g.tensors[y]);
+    if xt.dtype != yt.dtype {
+        return Err(Lowering::invalid(
+            op,
+            format!("input is {} but output is {}", xt.dtype, yt.dtype),
+        ));
+    }
+    match xt.dtype {
+        DType::I8 => Ok(ElemType::I8),
+        DType::U8 => Ok(ElemType::U8),
+        DType::I16 => Ok(ElemType::I16),
+        other => Err(cx.limit(
+            op,
+            format!("pooling takes i8, u8 and i16 feature maps, not {other}"),
+        )),
+    }
+}
+
+/// A real multiplier as OFM_SCALE: TFLite's `QuantizeMultiplier` mantissa, and its exponent as
+/// a right shift `31 - exponent` in 0..=63. None if out of range (negative, not finite, or so
+/// large that it would need a left shift).
+pub(super) fn ofm_scale(real: f64) -> Option<Scale> {
+    if !(real.is_finite() && real >= 0.0) {
+        return None;
+    }
+    let (m, e) = quantize_multiplier(real);
+    if m == 0 {
+        return Some(Scale { scale: 0, shift: 0 });
+    }
+    let shift = 31 - e;
+    (0..=63).contains(&shift).then_some(Scale {
+        scale: m as u32,
+        shift: shift as u8,
+    })
+}
+
+/// The scale of a requantization from `x`'s quantization to `y`'s: TFLite's Quantize/Requantize
+/// computes `double(s_in) / double(s_out)`; its ReLU-family kernels divide in float
+/// (`float_division`).
+fn requant_scale(
+    cx: &Lowering<'_>,
+    op: &Op,
+    x: TensorId,
+    y: TensorId,
+    float_division: bool,
+) -> Result<Scale> {
+    let (si, _) = cx.quant(x);
+    let (so, _) = cx.quant(y);
+    let real = if float_division {
+        f64::from(si / so)
+    } else {
+        f64::from(si) / f64::from(so)
+    };
+    ofm_scale(real).ok_or_else(|| {
+        cx.limit(
+            op,
+            format!("rescale factor {real} (input scale {si}, output scale {so}) is outside the OFM_SCALE range"),
+        )
+    })
+}
+
+/// OFM_SCALE that divides a sum of `n` elements by `n` under NATURAL rounding exactly as TFLite's
+/// average pooling rounds: `((2^(31+e) + 2^e) / n, 31 + e)` with `n - 1 = m * 2^e`, `m` in
+/// [0.5, 1) (e = 0 for n = 1).
+pub(super) fn pooling_scale(n: usize) -> Scale {
+    let (_, e) = frexp(n.saturating_sub(1) as f64);
+    let e = e.max(0) as u32;
+    let num = (1u128 << (31 + e)) + (1u128 << e);
+    let scale = num / n.max(1) as u128;
+    Scale {
+        scale: scale.min(u32::MAX as u128) as u32,
+        shift: (31 + e) as u8,
+    }
+}
+
+/// The clamp of the fused activation `act` on output `y` (TFLite's
+/// `CalculateActivationRangeQuantized`), as ACTIVATION_MIN/MAX.
+pub(super) fn clamp(
+    cx: &Lowering<'_>,
+    op: &Op,
+    act: Activation,
+    y: TensorId,
+    dtype: ElemType,
+) -> Result<NpuActivation> {
+    if dtype == ElemType::I32 {
+        if act != Activation::None {
+            return Err(cx.limit(op, "a fused activation on an i32 output"));
+        }
+        return Ok(NpuActivation::none(dtype));
+    }
+    let (scale, zero_point) = cx.quant(y);
+    let ir_dtype = match dtype {
+        ElemType::I8 => DType::I8,
+        ElemType::U8 => DType::U8,
+        ElemType::I16 => DType::I16,
+        ElemType::I32 => DType::I32,
+    };
+    let (lo, hi) = activation_range(act, scale, zero_point, ir_dtype);
+    Ok(NpuActivation {
+        min: lo,
+        // An empty range clamps everything to the lower bound, as the reference does.
+        max: hi.max(lo),
+        clip_range: ActivationClipRange::OfmPrecision,
+        lut: None,
+    })
+}
+
+/// A 1x1 AVERAGE pool: `ofm = clamp(zp_out + scale(ifm - zp_in))`.
+pub(super) fn nop(
+    name: &str,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+    scale: Scale,
+    round: RoundMode,
+    activation: NpuActivation,
+) -> NpuOp {
+    NpuOp {
+        name: name.into(),
+        kind: NpuOpKind::Pool(PoolingMode::Average),
+        ifm,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(scale),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: round,
+        activation,
+        block: None,
+    }
+}
+
+/// A memory copy of `ifm` into `ofm` (same shape and type): a 1x1 AVERAGE pool with zero points
+/// 0, unit scale and NATURAL rounding. 32-bit elements are copied as pairs of 16-bit ones.
+pub(super) fn copy_op(name: &str, ifm: FeatureMap, ofm: FeatureMap) -> Result<NpuOp> {
+    let (mut ifm, mut ofm) = (ifm, ofm);
+    if ifm.shape != ofm.shape || ifm.dtype != ofm.dtype {
+        return Err(crate::error::Error::Other(format!(
+            "{name}: internal: copy of {:?} {:?} into {:?} {:?}",
+            ifm.shape, ifm.dtype, ofm.shape, ofm.dtype
+        )));
+    }
+    if ifm.dtype == ElemType::I32 {
+        ifm = as_i16_pairs(&ifm).ok_or_else(|| not_nhwc(name))?;
+        ofm = as_i16_pairs(&ofm).ok_or_else(|| not_nhwc(name))?;
+    }
+    ifm.zero_point = 0;
+    ofm.zero_point = 0;
+    let activation = NpuActivation::none(ofm.dtype);
+    Ok(nop(
+        name,
+        ifm,
+        ofm,
+        Scale::UNIT,
+        RoundMode::Natural,
+        activation,
+    ))
+}
+
+fn not_nhwc(name: &str) -> crate::error::Error {
+    crate::error::Error::Other(format!(
+        "{name}: internal: 32-bit copies need NHWC feature maps"
+    ))
+}
+
+/// A 32-bit NHWC feature map seen as 16-bit elements with twice the depth (the pooling unit
+/// moves at most 16-bit elements).
+pub(super) fn as_i16_pairs(fm: &FeatureMap) -> Option<FeatureMap> {
+    if fm.layout != Layout::Nhwc || fm.dtype != ElemType::I32 {
+        return None;
+    }
+    let [h, w, c] = fm.shape;
+    Some(FeatureMap {
+        shape: [h, w, c * 2],
+        strides: [fm.strides[0], fm.strides[1], 2],
+        dtype: ElemType::I16,
+        zero_point: 0,
+        ..fm.clone()
+    })
+}
+
+/// The box of `fm` starting at `origin` (`[y, x, c]`) with size `shape`; strides are kept.
+pub(super) fn slice(fm: &FeatureMap, origin: [usize; 3], shape: [usize; 3]) -> Result<FeatureMap> {
+    let fits = (0..3).all(|i| origin[i] + shape[i] <= fm.shape[i]);
+    if !fits || fm.layout != Layout::Nhwc {
+        return Err(crate::error::Error::Other(format!(
+            "internal: slice {origin:?}+{shape:?} of a {:?} {:?} feature map",
+            fm.shape, fm.layout
+        )));
+    }
+    let offset = fm.offset
+        + origin[0] * fm.strides[0]
+        + origin[1] * fm.strides[1]
+        + origin[2] * fm.strides[2];
+    Ok(FeatureMap {
+        offset,
+        shape,
+        ..fm.clone()
+    })
+}
+
+/// True if `fm` is a contiguous NHWC block (its bytes are those of a dense tensor of its shape).
+pub(super) fn is_contiguous(fm: &FeatureMap) -> bool {
+    let [h, w, c] = fm.shape;
+    let e = fm.dtype.bytes();
+    fm.layout == Layout::Nhwc
+        && (c <= 1 || fm.strides[2] == e)
+        && (w <= 1 || fm.strides[1] == c * e)
+        && (h <= 1 || fm.strides[0] == w * c * e)
+}
+
+/// `fm` re-viewed as a dense tensor of `shape` (same element count), if it is contiguous.
+pub(super) fn view(fm: &FeatureMap, shape: [usize; 3]) -> Option<FeatureMap> {
+    if !is_contiguous(fm) || shape.iter().product::<usize>() != fm.elements() {
+        return None;
+    }
+    let e = fm.dtype.bytes();
+    Some(FeatureMap {
+        shape,
+        strides: [shape[1] * shape[2] * e, shape[2] * e, e],
+        ..fm.clone()
+    })
+}
+
+/// The KERNEL_STRIDE value for `stride` along an output dimension of `out` elements: any
+/// stride is fine (and becomes 1) when there is a single output, else 1..=3.
+pub(super) fn kernel_stride(
+    cx: &Lowering<'_>,
+    op: &Op,
+    out: usize,
+    stride: usize,
+) -> Result<usize> {
+    if out <= 1 {
+        return Ok(1);
+    }
+    if (1..=MAX_STRIDE).contains(&stride) {
+        return Ok(stride);
+    }
+    Err(cx.limit(
+        op,
+        format!("stride {stride}: the NPU's kernel stride is 1..={MAX_STRIDE}"),
+    ))
+}
+
+/// Checks that the output fits the padded input for this kernel: `(out - 1) * stride +
+/// dilated_kernel <= in + pad_before + pad_after` on both axes.
+pub(super) fn check_window(
+    op: &Op,
+    input: [usize; 2],
+    output: [usize; 2],
+    dilated_kernel: [usize; 2],
+    stride: [usize; 2],
+    p: Padding,
+) -> Result<()> {
+    let pads = [(p.top, p.bottom), (p.left, p.right)];
+    for i in 0..2 {
+        let reach = output[i]
+            .checked_sub(1)
+            .and_then(|o| o.checked_mul(stride[i]))
+            .and_then(|v| v.checked_add(dilated_kernel[i]));
+        let room = input[i] + pads[i].0 + pads[i].1;
+        match reach {
+            Some(r) if r <= room && r > pads[i].0 => {}
+            _ => {
+                return Err(Lowering::invalid(
+                    op,
+                    format!(
+                        "output {output:?} does not fit input {input:?} with kernel {dilated_kernel:?}, stride {stride:?}, padding {p:?}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The padding registers for a kernel operation: top/left as given, bottom/right only as far
+/// as the kernel actually reaches past the input (the hardware derives the input extent from
+/// the output size, kernel, stride and these pads). Each must fit 7 bits.
+pub(super) fn hw_padding(
+    cx: &Lowering<'_>,
+    op: &Op,
+    input: [usize; 2],
+    output: [usize; 2],
+    dilated_kernel: [usize; 2],
+    stride: [usize; 2],
+    p: Padding,
+) -> Result<Padding> {
+    let reach_h = (output[0].max(1) - 1) * stride[0] + dilated_kernel[0];
+    let reach_w = (output[1].max(1) - 1) * stride[1] + dilated_kernel[1];
+    let padding = Padding {
+        top: p.top,
+        left: p.left,
+        bottom: reach_h.saturating_sub(p.top + input[0]),
+        right: reach_w.saturating_sub(p.left + input[1]),
+    };
+    let worst = padding
+        .top
+        .max(padding.left)
+        .max(padding.bottom)
+        .max(padding.right);
+    if worst > MAX_PAD {
+        return Err(cx.limit(
+            op,
+            format!("padding {padding:?}: each side is at most {MAX_PAD}"),
+        ));
+    }
+    Ok(padding)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// TFLite's reference average: sum rounded half away from zero by integer division.
+    fn tflite_average(sum: i64, n: i64) -> i64 {
+        if sum > 0 {
+            (sum + n / 2) / n
+        } else {
+            (sum - n / 2) / n
+        }
+    }
+
+    /// The NPU's NATURAL-rounded scaling: `(v * scale + 2^(shift-1)) >> shift`.
+    fn natural(v: i64, s: Scale) -> i64 {
+        let p = v as i128 * s.scale as i128;
+        ((p + (1i128 << (s.shift - 1))) >> s.shift) as i64
+    }
+
+    #[test]
+    fn pooling_scale_matches_vela_registers() {
+        // op_avgpool2x2 (2x2 kernel): OFM_SCALE shift 33, scale 0x80000001.
+        assert_eq!(
+            pooling_scale(4),
+            Scale {
+                scale: 0x8000_0001,
+                shift: 33
+            }
+        );
+        // op_resize_nearest (1x1): 0x80000001, shift 31.
+        assert_eq!(
+            pooling_scale(1),
+            Scale {
+                scale: 0x8000_0001,
+                shift: 31
+            }
+        );
+    }
+
+    #[test]
+    fn pooling_scale_rounds_like_tflite_for_all_8bit_sums() {
+        // Every window size up to 16x16 and every sum of int8 or uint8 values.
+        for n in 1..=256i64 {
+            let s = pooling_scale(n as usize);
+            for sum in -128 * n..=255 * n {
+                assert_eq!(natural(sum, s), tflite_average(sum, n), "n={n} sum={sum}");
+            }
+        }
+    }
+
+    #[test]
+    fn pooling_scale_rounds_like_tflite_for_large_windows_and_16bit() {
+        let ns = [
+            257i64, 300, 1000, 1023, 1024, 1025, 4096, 9999, 65535, 65536,
+        ];
+        for &n in &ns {
+            let s = pooling_scale(n as usize);
+            // Near every multiple of n/2 (the rounding boundaries) in the int8 range.
+            for k in -256i64..=510 {
+                let centre = k * n / 2;
+                for d in -3..=3 {
+                    let sum = centre + d;
+                    assert_eq!(natural(sum, s), tflite_average(sum, n), "n={n} sum={sum}");
+                }
+            }
+        }
+        for n in [2i64, 3, 4, 9, 25, 49, 64] {
+            let s = pooling_scale(n as usize);
+            for sum in (-32768 * n..=32767 * n).step_by(7) {
+                assert_eq!(natural(sum, s), tflite_average(sum, n), "n={n} sum={sum}");
+            }
+        }
+    }
+
+    #[test]
+    fn ofm_scale_is_quantize_multiplier() {
+        assert_eq!(
+            ofm_scale(0.5),
+            Some(Scale {
+                scale: 1 << 30,
+                shift: 31
+            })
+        );
+        assert_eq!(
+            ofm_scale(1.0),
+            Some(Scale {
+                scale: 1 << 30,
+                shift: 30
+            })
+        );
+        assert_eq!(ofm_scale(0.0), Some(Scale { scale: 0, shift: 0 }));
+        assert_eq!(ofm_scale(-1.0), None);
+        assert_eq!(ofm_scale(f64::NAN), None);
+        assert_eq!(ofm_scale(1e12), None);
+    }
+
+    #[test]
+    fn valid_counts_and_runs() {
+        // 3-wide windows, stride 1, pad 1 on an input of 4: counts 2,3,3,2.
+        let v = valid_counts(4, 1, 1, 3, 4);
+        assert_eq!(v, vec![2, 3, 3, 2]);
+        assert_eq!(runs(&v), vec![(0, 1, 2), (1, 3, 3), (3, 4, 2)]);
+        // Stride 2, kernel 2, no padding on an input of 5 (last column unused).
+        assert_eq!(valid_counts(2, 2, 0, 2, 5), vec![2, 2]);
+    }
+
+    #[test]
+    fn views_and_slices() {
+        let f = FeatureMap::nhwc(3, [4, 5, 6], ElemType::I8, 0);
+        let s = slice(&f, [1, 2, 3], [2, 2, 3]).unwrap();
+        assert_eq!(s.offset, 30 + 12 + 3);
+        assert_eq!(s.strides, f.strides);
+        assert!(!is_contiguous(&s));
+        assert!(view(&s, [1, 1, 12]).is_none());
+        let v = view(&f, [1, 20, 6]).unwrap();
+        assert_eq!(v.strides, [120, 6, 1]);
+        assert!(slice(&f, [3, 0, 0], [2, 5, 6]).is_err());
+        let w = FeatureMap::nhwc(0, [2, 3, 4], ElemType::I32, 0);
+        let p = as_i16_pairs(&w).unwrap();
+        assert_eq!(p.shape, [2, 3, 8]);
+        assert_eq!(p.strides, [48, 16, 2]);
+        assert_eq!(p.extent(), w.extent());
+    }
 }
