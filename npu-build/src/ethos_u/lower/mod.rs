@@ -17,6 +17,7 @@ use crate::ir::{DType, Graph, Op, OpKind, TensorId};
 mod concat;
 mod conv;
 mod elementwise;
+mod lut;
 mod mean;
 mod pad;
 mod pool;

@@ -1,9 +1,610 @@
-//! Lowering of softmax.
+//! Lowering of 8-bit softmax (over the last axis) into 29 NPU operations, and the small
+//! operation builders the mean and resize lowerings share.
+//!
+//! The sequence computes TFLite's int8/uint8 reference softmax bit for bit (backend-facts §2.15;
+//! the same decomposition Arm's Vela uses): per row, `max`; `exp(x - max)` through a 256 x int32
+//! lookup table of gemmlowp's `exp_on_negative_values` (fused into the subtraction); the sum of
+//! the exponents rounded to Q12.19; its reciprocal by gemmlowp's Newton-Raphson
+//! `one_over_one_plus_x_for_x_in_0_1` on `sum << (clz(sum) - 1)`; and the final product shifted
+//! right by `35 - clz(sum)` into the output (scale 1/256, zero point at the type minimum).
+//!
+//! Products of two int32 values use OFM_SCALE `(1, n)`: the hardware computes `a * b / 2^n` with
+//! the op's rounding, so `n = 31` is gemmlowp's saturating rounding doubling high multiply (Vela
+//! writes `(2^30, 31)` here; only a scale of 1 is allowed for 32-bit inputs and `(1, 31)` gives
+//! the same product under every reading of the register).
 
-use super::Lowering;
+use npu_rt::ethos_u::regs::fields::{
+    ActivationClipRange, ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode, RoundMode,
+};
+
+use super::super::npu_op::{
+    Activation, BufferId, ElemType, FeatureMap, InputScaling, Kernel, Layout, NpuOp, NpuOpKind,
+    Operand2, Scale,
+};
+use super::{Lowering, lut};
 use crate::error::Result;
-use crate::ir::Op;
+use crate::ir::{Op, OpKind, Padding};
+
+/// Integer bits of the accumulated exponents (TFLite's `kAccumulationIntegerBits`).
+const ACCUMULATION_INTEGER_BITS: i32 = 12;
+/// `-32/17` and `48/17` in Q2.29: the Newton-Raphson start `48/17 - 32/17 * d`.
+const NEG_32_OVER_17: i32 = -1_010_580_540;
+const C_48_OVER_17: i32 = 1_515_870_810;
+/// 1.0 in Q2.29.
+const ONE_Q2_29: i32 = 1 << 29;
+/// Largest softmax depth whose exponent sum cannot overflow int32: each term is at most
+/// 2^(31 - 12), so fewer than 2^12 terms always fit.
+const MAX_DEPTH: usize = (1 << ACCUMULATION_INTEGER_BITS) - 1;
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
-    Err(cx.limit(op, "lowering of this operator is not written yet"))
+    let OpKind::Softmax { beta } = op.kind else {
+        return Err(Lowering::invalid(op, "not a softmax"));
+    };
+    let (&x, &y) = match (op.inputs.as_slice(), op.outputs.as_slice()) {
+        ([x], [y]) => (x, y),
+        _ => return Err(Lowering::invalid(op, "needs one input and one output")),
+    };
+    let dt = cx.elem_type(op, x)?;
+    if !matches!(dt, ElemType::I8 | ElemType::U8) || cx.elem_type(op, y)? != dt {
+        return Err(cx.limit(
+            op,
+            "the NPU softmax handles int8 -> int8 and uint8 -> uint8 only",
+        ));
+    }
+    let (in_scale, in_zp) = cx.quant(x);
+    let (out_scale, out_zp) = cx.quant(y);
+    let type_min = dt.range().0 as i32;
+    if out_scale != 1.0 / 256.0 || out_zp != type_min {
+        return Err(cx.limit(
+            op,
+            format!(
+                "output quantization ({out_scale}, {out_zp}) is not TFLite's (1/256, {type_min})"
+            ),
+        ));
+    }
+    let table = lut::softmax_exp_table(beta, in_scale).ok_or_else(|| {
+        cx.limit(
+            op,
+            format!("beta {beta} x input scale {in_scale} cannot be scaled to Q5.26"),
+        )
+    })?;
+    let [h, w, c] = cx.hwc(op, x)?;
+    if cx.hwc(op, y)? != [h, w, c] {
+        return Err(Lowering::invalid(op, "input and output shapes differ"));
+    }
+    let rows = h * w;
+    if rows > 65536 {
+        return Err(cx.limit(op, format!("{rows} rows; the NPU softmax handles 65536")));
+    }
+    if c > MAX_DEPTH {
+        return Err(cx.limit(
+            op,
+            format!("depth {c}: sums of more than {MAX_DEPTH} exponents may overflow int32"),
+        ));
+    }
+    let x_fm = cx.fm(op, x)?;
+    let y_fm = cx.fm(op, y)?;
+    // The row maximum is a max-pool over the row viewed as a width-C, depth-1 image.
+    let x_rows = reshape(&x_fm, [rows, c, 1]).ok_or_else(|| {
+        cx.limit(
+            op,
+            "the input is not a dense NHWC tensor (slice or brick format)",
+        )
+    })?;
+
+    let name = op.name.as_str();
+    let full = [h, w, c];
+    let row = [h, w, 1];
+    let i32t = ElemType::I32;
+    let mut ops = Vec::with_capacity(29);
+
+    // 0: row maximum (same type and zero point as the input, so x - max needs no offset).
+    let max = scratch_fm(cx, format!("{name}/max"), row, dt);
+    let max = FeatureMap {
+        zero_point: in_zp,
+        ..max
+    };
+    let max_rows = reshape(&max, [rows, 1, 1]).ok_or_else(|| internal(op))?;
+    ops.push(NpuOp {
+        kernel: Kernel {
+            w: c,
+            ..Kernel::UNIT
+        },
+        ..pool_op(name, PoolingMode::Max, x_rows, max_rows, Scale::UNIT)
+    });
+
+    // 1: exp(x - max) = table[x - max + 255]: the OFM zero point 127 plus the hardware's +128
+    // offset of signed LUT indices turn the clipped difference into the table index.
+    let lut_buf: BufferId = cx.const_buffer(format!("{name}/exp_lut"), table.bytes());
+    let exp = scratch_fm(cx, format!("{name}/exp"), full, i32t);
+    let mut sub = elementwise(
+        name,
+        ElementwiseMode::Sub,
+        x_fm,
+        Some(max),
+        exp.clone(),
+        Scale::UNIT,
+    );
+    sub.ofm.zero_point = 127;
+    sub.activation = Activation {
+        min: -128,
+        max: 127,
+        clip_range: ActivationClipRange::ForceInt8,
+        lut: Some(lut_buf),
+    };
+    ops.push(sub);
+
+    // 2-3: sum of the exponents rescaled to Q12.19 (each rounded, as gemmlowp's Rescale does).
+    let c12 = const_i32(cx, format!("{name}/shift12"), ACCUMULATION_INTEGER_BITS);
+    let exp_q12 = scratch_fm(cx, format!("{name}/exp_q12"), full, i32t);
+    ops.push(rounded(elementwise(
+        name,
+        ElementwiseMode::Shr,
+        exp.clone(),
+        Some(c12),
+        exp_q12.clone(),
+        Scale::UNIT,
+    )));
+    let sum = scratch_fm(cx, format!("{name}/sum"), row, i32t);
+    ops.push(NpuOp {
+        ofm_round: RoundMode::Natural,
+        ..pool_op(
+            name,
+            PoolingMode::ReduceSum,
+            exp_q12,
+            sum.clone(),
+            Scale::UNIT,
+        )
+    });
+
+    // 4-7: headroom of the sum; the final right shift 35 - clz(sum) (for 8-bit outputs);
+    // half_denominator = sum << (clz - 1), i.e. TFLite's RoundingHalfSum(shifted sum - 1, 1).
+    let clz = scratch_fm(cx, format!("{name}/clz"), row, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Clz,
+        sum.clone(),
+        None,
+        clz.clone(),
+        Scale::UNIT,
+    ));
+    let c35 = const_i32(
+        cx,
+        format!("{name}/headroom_offset"),
+        ACCUMULATION_INTEGER_BITS + 31 - 8,
+    );
+    let right_shift = scratch_fm(cx, format!("{name}/right_shift"), row, i32t);
+    ops.push(sub_from_const(name, c35, clz.clone(), right_shift.clone()));
+    let one = const_i32(cx, format!("{name}/one"), 1);
+    let headroom = scratch_fm(cx, format!("{name}/headroom"), row, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Sub,
+        clz,
+        Some(one),
+        headroom.clone(),
+        Scale::UNIT,
+    ));
+    let half_den = scratch_fm(cx, format!("{name}/half_denominator"), row, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Shl,
+        sum,
+        Some(headroom),
+        half_den.clone(),
+        Scale::UNIT,
+    ));
+
+    // 8-9: x0 = 48/17 - 32/17 * half_denominator (Q2.29).
+    let high_mul = Scale {
+        scale: 1,
+        shift: 31,
+    };
+    let neg_32_17 = const_i32(cx, format!("{name}/neg_32_over_17"), NEG_32_OVER_17);
+    let t = scratch_fm(cx, format!("{name}/nr_start"), row, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Mul,
+        half_den.clone(),
+        Some(neg_32_17),
+        t.clone(),
+        high_mul,
+    ));
+    let c48_17 = const_i32(cx, format!("{name}/48_over_17"), C_48_OVER_17);
+    let mut nr_x = scratch_fm(cx, format!("{name}/nr_x0"), row, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Add,
+        t,
+        Some(c48_17),
+        nr_x.clone(),
+        Scale::UNIT,
+    ));
+
+    // 10-24: three Newton-Raphson steps x += 4 * (x * (1 - half_denominator * x)).
+    let one_q2 = const_i32(cx, format!("{name}/one_q2_29"), ONE_Q2_29);
+    let four = const_i32(cx, format!("{name}/four"), 4);
+    for i in 1..=3 {
+        let t1 = scratch_fm(cx, format!("{name}/nr{i}_dx"), row, i32t);
+        ops.push(elementwise(
+            name,
+            ElementwiseMode::Mul,
+            nr_x.clone(),
+            Some(half_den.clone()),
+            t1.clone(),
+            high_mul,
+        ));
+        let t2 = scratch_fm(cx, format!("{name}/nr{i}_one_minus_dx"), row, i32t);
+        ops.push(sub_from_const(name, one_q2.clone(), t1, t2.clone()));
+        let t3 = scratch_fm(cx, format!("{name}/nr{i}_x_times"), row, i32t);
+        ops.push(elementwise(
+            name,
+            ElementwiseMode::Mul,
+            nr_x.clone(),
+            Some(t2),
+            t3.clone(),
+            high_mul,
+        ));
+        let t4 = scratch_fm(cx, format!("{name}/nr{i}_step"), row, i32t);
+        ops.push(elementwise(
+            name,
+            ElementwiseMode::Mul,
+            t3,
+            Some(four.clone()),
+            t4.clone(),
+            Scale::UNIT,
+        ));
+        let next = scratch_fm(cx, format!("{name}/nr_x{i}"), row, i32t);
+        ops.push(elementwise(
+            name,
+            ElementwiseMode::Add,
+            nr_x,
+            Some(t4),
+            next.clone(),
+            Scale::UNIT,
+        ));
+        nr_x = next;
+    }
+
+    // 25: exp * (2 * x) in Q0.31 = exp * x / 2^30 (TFLite's Rescale<0>(ExactMulByPot<-1>(x))).
+    let scaled = scratch_fm(cx, format!("{name}/scaled_exp"), full, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Mul,
+        exp,
+        Some(nr_x),
+        scaled.clone(),
+        Scale {
+            scale: 1,
+            shift: 30,
+        },
+    ));
+
+    // 26: rounding shift right into the output, plus its zero point, clamped.
+    ops.push(rounded(elementwise(
+        name,
+        ElementwiseMode::Shr,
+        scaled,
+        Some(right_shift),
+        y_fm,
+        Scale::UNIT,
+    )));
+
+    cx.program.ops.extend(ops);
+    Ok(())
+}
+
+/// An internal inconsistency (a view of a freshly made dense buffer failed).
+fn internal(op: &Op) -> crate::error::Error {
+    Lowering::invalid(op, "internal: view of a dense scratch buffer failed")
+}
+
+/// The same op with NATURAL output rounding (rounding right shifts, sums).
+fn rounded(op: NpuOp) -> NpuOp {
+    NpuOp {
+        ofm_round: RoundMode::Natural,
+        ..op
+    }
+}
+
+/// `constant - t` where `constant` is a single int32 element: with one row the constant is the
+/// IFM (as Vela orders it); otherwise it must be the broadcast IFM2, as operand A.
+fn sub_from_const(name: &str, constant: FeatureMap, t: FeatureMap, out: FeatureMap) -> NpuOp {
+    if t.elements() == 1 {
+        elementwise(
+            name,
+            ElementwiseMode::Sub,
+            constant,
+            Some(t),
+            out,
+            Scale::UNIT,
+        )
+    } else {
+        let mut op = elementwise(
+            name,
+            ElementwiseMode::Sub,
+            t,
+            Some(constant),
+            out,
+            Scale::UNIT,
+        );
+        if let NpuOpKind::Elementwise { reversed, .. } = &mut op.kind {
+            *reversed = true;
+        }
+        op
+    }
+}
+
+/// A dense NHWC feature map of a new arena scratch buffer (zero point 0).
+pub(super) fn scratch_fm(
+    cx: &mut Lowering<'_>,
+    name: String,
+    shape: [usize; 3],
+    dtype: ElemType,
+) -> FeatureMap {
+    let size = shape.iter().product::<usize>() * dtype.bytes();
+    let buffer = cx.scratch_buffer(name, size);
+    FeatureMap::nhwc(buffer, shape, dtype, 0)
+}
+
+/// A single int32 constant in the read-only region, as a `[1, 1, 1]` feature map (int32
+/// constants are tensors, not IFM2 scalars: the scalar register holds 16 bits).
+pub(super) fn const_i32(cx: &mut Lowering<'_>, name: String, value: i32) -> FeatureMap {
+    let buffer = cx.const_buffer(name, value.to_le_bytes().to_vec());
+    FeatureMap::nhwc(buffer, [1, 1, 1], ElemType::I32, 0)
+}
+
+/// `fm` re-viewed as `shape` (same elements, same order), if `fm` is a dense NHWC box.
+pub(super) fn reshape(fm: &FeatureMap, shape: [usize; 3]) -> Option<FeatureMap> {
+    if !is_dense(fm) || shape.iter().product::<usize>() != fm.elements() {
+        return None;
+    }
+    let dense = FeatureMap::nhwc(fm.buffer, shape, fm.dtype, fm.zero_point);
+    Some(FeatureMap {
+        offset: fm.offset,
+        ..dense
+    })
+}
+
+/// True if `fm` is NHWC with the strides of a dense tensor of its own shape (strides of
+/// dimensions of size 1 do not matter).
+pub(super) fn is_dense(fm: &FeatureMap) -> bool {
+    if fm.layout != Layout::Nhwc {
+        return false;
+    }
+    let [h, w, c] = fm.shape;
+    let e = fm.dtype.bytes();
+    let want = [w * c * e, c * e, e];
+    [h, w, c]
+        .iter()
+        .zip(fm.strides.iter().zip(want))
+        .all(|(&d, (&s, want))| d <= 1 || s == want)
+}
+
+/// An element-wise operation with unit input scaling (set explicitly for add/sub so no stale
+/// OPA/OPB scale applies), the given OFM scale, DBL rounding and no clamp beyond the OFM type.
+pub(super) fn elementwise(
+    name: &str,
+    mode: ElementwiseMode,
+    ifm: FeatureMap,
+    ifm2: Option<FeatureMap>,
+    ofm: FeatureMap,
+    ofm_scale: Scale,
+) -> NpuOp {
+    let input_scaling =
+        matches!(mode, ElementwiseMode::Add | ElementwiseMode::Sub).then_some(InputScaling {
+            mode: IfmScaleMode::OpaOpb16,
+            opa: Scale::UNIT,
+            opb: 1,
+        });
+    NpuOp {
+        name: name.to_string(),
+        kind: NpuOpKind::Elementwise {
+            mode,
+            ifm2: ifm2.map(Operand2::Tensor),
+            reversed: false,
+            input_scaling,
+        },
+        activation: Activation::none(ofm.dtype),
+        ifm,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(ofm_scale),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        block: None,
+    }
+}
+
+/// A pooling operation with a 1x1 unit-stride kernel (callers widen it), no padding and no
+/// upscaling, DBL rounding and no clamp beyond the OFM type.
+pub(super) fn pool_op(
+    name: &str,
+    mode: PoolingMode,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+    ofm_scale: Scale,
+) -> NpuOp {
+    NpuOp {
+        name: name.to_string(),
+        kind: NpuOpKind::Pool(mode),
+        activation: Activation::none(ofm.dtype),
+        ifm,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(ofm_scale),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        block: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::quant::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
+
+    /// The arithmetic the 29 operations perform, one row at a time, with the hardware's
+    /// semantics for each step (products of int32 values scaled by `(1, n)` round at bit n;
+    /// SHR/ReduceSum round half up; results saturate to int32). Mirrors `lower` step by step.
+    fn decomposed_row(x: &[i8], table: &lut::ExpTable) -> Vec<i8> {
+        let sat = |v: i64| v.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        let mul = |a: i32, b: i32, n: u32| -> i32 {
+            let p = a as i64 as i128 * b as i128;
+            let r = if n == 0 {
+                p
+            } else {
+                (p + (1i128 << (n - 1))) >> n
+            };
+            sat(r.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+        };
+        let shr = |a: i32, n: i32| -> i32 { mul(a, 1, n as u32) };
+        let max = *x.iter().max().unwrap() as i32;
+        let exp: Vec<i32> = x
+            .iter()
+            .map(|&v| {
+                let d = (v as i32 - max + 127).clamp(-128, 127);
+                table.entries[(d + 128) as usize]
+            })
+            .collect();
+        let sum = sat(exp.iter().map(|&e| shr(e, 12) as i64).sum());
+        let clz = (sum as u32).leading_zeros() as i32;
+        let right_shift = 35 - clz;
+        let half_den = sat((sum as i64) << (clz - 1));
+        let mut nr_x = sat(mul(half_den, NEG_32_OVER_17, 31) as i64 + C_48_OVER_17 as i64);
+        for _ in 0..3 {
+            let t1 = mul(nr_x, half_den, 31);
+            let t2 = sat(ONE_Q2_29 as i64 - t1 as i64);
+            let t3 = mul(nr_x, t2, 31);
+            let t4 = mul(t3, 4, 0);
+            nr_x = sat(nr_x as i64 + t4 as i64);
+        }
+        exp.iter()
+            .map(|&e| {
+                let scaled = mul(e, nr_x, 30);
+                (shr(scaled, right_shift) - 128).clamp(-128, 127) as i8
+            })
+            .collect()
+    }
+
+    /// TFLite's reference int8 softmax, written from `reference_ops::Softmax` (independent of
+    /// the decomposition): gemmlowp fixed point with the Newton-Raphson reciprocal.
+    fn tflite_row(x: &[i8], table: &lut::ExpTable) -> Vec<i8> {
+        let srdhm = saturating_rounding_doubling_high_mul;
+        let max = *x.iter().max().unwrap() as i32;
+        let exps: Vec<Option<i32>> = x
+            .iter()
+            .map(|&v| {
+                let d = v as i32 - max;
+                // The table holds exactly exp_on_negative_values of the rescaled difference.
+                (d >= table.diff_min).then(|| table.entries[(d + 255) as usize])
+            })
+            .collect();
+        let sum: i32 = exps
+            .iter()
+            .flatten()
+            .map(|&e| rounding_divide_by_pot(e, 12))
+            .sum();
+        let headroom_plus_one = (sum as u32).leading_zeros() as i32;
+        let bits_over_unit = 12 - headroom_plus_one;
+        let shifted_minus_one = ((sum as u32) << headroom_plus_one).wrapping_sub(1 << 31) as i32;
+        // one_over_one_plus_x_for_x_in_0_1
+        let s = shifted_minus_one as i64 + i32::MAX as i64;
+        let half_den = ((s + if s >= 0 { 1 } else { -1 }) / 2) as i32;
+        let mut xx = C_48_OVER_17.wrapping_add(srdhm(half_den, NEG_32_OVER_17));
+        for _ in 0..3 {
+            let hdx = srdhm(half_den, xx);
+            let omh = ONE_Q2_29.wrapping_sub(hdx);
+            let p = srdhm(xx, omh);
+            let p4 = (p as i64 * 4).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+            xx = xx.wrapping_add(p4);
+        }
+        let shifted_scale = (xx as i64 * 2).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        exps.iter()
+            .map(|e| match e {
+                None => -128,
+                Some(e) => {
+                    // TFLite shifts by up to 34 here; exponents of 32 or more (sums of 2^28 or
+                    // more) are undefined behaviour in its C++; this uses the exact rounding.
+                    let p = srdhm(shifted_scale, *e);
+                    let shift = bits_over_unit + 23;
+                    let v = if shift <= 31 {
+                        rounding_divide_by_pot(p, shift)
+                    } else {
+                        ((p as i64 + (1i64 << (shift - 1))) >> shift) as i32
+                    };
+                    (v - 128).clamp(-128, 127) as i8
+                }
+            })
+            .collect()
+    }
+
+    fn npy_i8(path: &str) -> Vec<i8> {
+        let p = format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+        // .npy v1: magic(6) version(2) header_len(2) header; int8 data follows.
+        let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        bytes[10 + header_len..].iter().map(|&b| b as i8).collect()
+    }
+
+    /// The decomposition's arithmetic reproduces op_softmax's reference outputs bit for bit.
+    #[test]
+    fn decomposition_matches_op_softmax_fixture() {
+        let table = lut::softmax_exp_table(1.0, 0.007799775805324316f64 as f32).unwrap();
+        for k in 0..3 {
+            let x = npy_i8(&format!("op_softmax/io/input_{k}.npy"));
+            let want = npy_i8(&format!("op_softmax/io/output_{k}.npy"));
+            assert_eq!(x.len(), 10);
+            assert_eq!(decomposed_row(&x, &table), want, "input {k}");
+            assert_eq!(tflite_row(&x, &table), want, "input {k}");
+        }
+    }
+
+    /// The decomposition equals TFLite's algorithm on many rows (all differences, long rows,
+    /// the limits of the input scaling).
+    #[test]
+    fn decomposition_matches_tflite_on_random_rows() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for &scale in &[0.0078f32, 0.1, 0.5, 1.0 / 64.0, 0.003, 2.0] {
+            let table = lut::softmax_exp_table(1.0, scale).unwrap();
+            for len in [1usize, 2, 10, 100, 1000, MAX_DEPTH] {
+                let x: Vec<i8> = (0..len).map(|_| next() as i8).collect();
+                assert_eq!(
+                    decomposed_row(&x, &table),
+                    tflite_row(&x, &table),
+                    "scale {scale} len {len}"
+                );
+            }
+            // Every element equal to the maximum: the largest possible sum.
+            let x = vec![5i8; MAX_DEPTH];
+            assert_eq!(decomposed_row(&x, &table), tflite_row(&x, &table));
+        }
+    }
+
+    #[test]
+    fn views() {
+        let f = FeatureMap::nhwc(3, [2, 3, 4], ElemType::I8, 5);
+        let r = reshape(&f, [6, 4, 1]).unwrap();
+        assert_eq!(r.strides, [4, 1, 1]);
+        assert_eq!(r.zero_point, 5);
+        assert!(reshape(&f, [6, 5, 1]).is_none());
+        // A channel slice of a wider tensor is not dense.
+        let slice = FeatureMap {
+            strides: [24, 8, 1],
+            ..f
+        };
+        assert!(!is_dense(&slice));
+        assert!(reshape(&slice, [6, 4, 1]).is_none());
+        assert!(is_dense(&FeatureMap::nhwc(0, [1, 1, 7], ElemType::I32, 0)));
+    }
 }
