@@ -1,9 +1,382 @@
-//! Lowering of resize.
+//! Lowering of 8-bit resize (nearest neighbour, and bilinear with aligned corners) by integer
+//! power-of-two factors, through the IFM's 2x nearest upscaling (IFM_UPSCALE = NEAREST).
+//!
+//! A factor `f` of 2, 4 or 8 is `log2 f` operations, each reading its IFM upscaled 2x
+//! (backend-facts §2.14, as Arm's Vela does):
+//! - nearest without aligned corners (TFLite's `floor(y / f)`, with or without half-pixel
+//!   centres: both give `y / f` for integer factors): 1x1 average pools (plain copies);
+//! - nearest with aligned corners (`out - 1 = f (in - 1)`, source `round(y / f)`): copies, then a
+//!   depthwise convolution over the `f x f` upscaled window with a single 1 at its centre, i.e.
+//!   the upscaled image shifted by `f / 2`;
+//! - bilinear with aligned corners: copies, then an `f x f` average pool over the upscaled image
+//!   (every output is the mean of `f x f` upscaled pixels, which equals TFLite's
+//!   `ResizeBilinearInteger` weights for these factors), rounded half away from zero.
+//!
+//! TFLite resizes raw 8-bit values (no zero-point handling), so every operation here runs with
+//! zero points 0. Axes of size 1 may take any output size up to `f` (all rows are the same row).
+//! Bilinear without aligned corners needs padded average pools whose hardware rounding is not
+//! established (backend-facts §2.5); it is reported as a hardware limit.
 
+use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, PoolingMode, RoundMode};
+
+use super::super::npu_op::{
+    Activation, ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
+};
 use super::Lowering;
+use super::softmax::{pool_op, scratch_fm};
 use crate::error::Result;
-use crate::ir::Op;
+use crate::ir::{Op, OpKind, Padding, ResizeMode};
+
+/// OFM_SCALE of a 1x1 average pool: `ceil((2^31 + 1) / 1)` with shift 31, Vela's value for a
+/// one-element window (`x * (2^31 + 1) / 2^31` rounds back to `x`).
+const COPY_SCALE: Scale = Scale {
+    scale: 0x8000_0001,
+    shift: 31,
+};
+
+/// What the final operation does after the 2x upscaling chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Last {
+    /// A 1x1 copy of the upscaled image.
+    Copy,
+    /// The upscaled image shifted by half a window (nearest with aligned corners).
+    Select,
+    /// The mean over a window (bilinear with aligned corners).
+    Mean,
+}
+
+/// The upscaling factor `f` (2, 4 or 8) shared by every axis larger than 1, or a message
+/// naming the factor the NPU cannot do. `sizes` are `(in, out)` per axis.
+fn factor(sizes: [(usize, usize); 2], align_corners: bool) -> std::result::Result<usize, String> {
+    let mut f = None;
+    for (i, o) in sizes {
+        if i <= 1 {
+            continue;
+        }
+        let (num, den) = if align_corners {
+            (o.saturating_sub(1), i - 1)
+        } else {
+            (o, i)
+        };
+        if num % den != 0 {
+            return Err(format!(
+                "resize {i} -> {o} is not an integer factor{}",
+                if align_corners {
+                    " (aligned corners: (out - 1) / (in - 1))"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let v = num / den;
+        match f {
+            None => f = Some(v),
+            Some(g) if g != v => {
+                return Err(format!(
+                    "factors {g} and {v} differ between height and width"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    // With every axis of size 1 the largest output size is the factor.
+    let f = f.unwrap_or_else(|| sizes[0].1.max(sizes[1].1).next_power_of_two());
+    if !matches!(f, 2 | 4 | 8) {
+        return Err(format!(
+            "upscaling factor {f}; the NPU upscales by 2, 4 or 8"
+        ));
+    }
+    for (i, o) in sizes {
+        if i <= 1 && o > f {
+            return Err(format!(
+                "an axis of size 1 resized to {o}, more than the factor {f} of the other axis"
+            ));
+        }
+    }
+    Ok(f)
+}
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
-    Err(cx.limit(op, "lowering of this operator is not written yet"))
+    let OpKind::Resize {
+        mode,
+        align_corners,
+        half_pixel_centers,
+    } = op.kind
+    else {
+        return Err(Lowering::invalid(op, "not a resize"));
+    };
+    let (&x, &y) = match (op.inputs.first(), op.outputs.as_slice()) {
+        (Some(x), [y]) => (x, y),
+        _ => return Err(Lowering::invalid(op, "needs an input and one output")),
+    };
+    let dt = cx.elem_type(op, x)?;
+    if !matches!(dt, ElemType::I8 | ElemType::U8) || cx.elem_type(op, y)? != dt {
+        return Err(cx.limit(
+            op,
+            "the NPU resize handles int8 and uint8 (same type in and out)",
+        ));
+    }
+    let [h, w, c] = cx.hwc(op, x)?;
+    let [oh, ow, oc] = cx.hwc(op, y)?;
+    if c != oc || h == 0 || w == 0 || oh == 0 || ow == 0 {
+        return Err(Lowering::invalid(
+            op,
+            format!("input [{h}, {w}, {c}] and output [{oh}, {ow}, {oc}] do not resize H and W"),
+        ));
+    }
+    // Raw values in, raw values out.
+    let x_fm = FeatureMap {
+        zero_point: 0,
+        ..cx.fm(op, x)?
+    };
+    let y_fm = FeatureMap {
+        zero_point: 0,
+        ..cx.fm(op, y)?
+    };
+    let name = op.name.as_str();
+    if (oh, ow) == (h, w) {
+        // Every mode maps each output pixel to the same input pixel.
+        cx.program
+            .ops
+            .push(pool_op(name, PoolingMode::Average, x_fm, y_fm, COPY_SCALE));
+        return Ok(());
+    }
+    let last = match (mode, align_corners) {
+        (ResizeMode::Nearest, false) => Last::Copy,
+        (ResizeMode::Nearest, true) => Last::Select,
+        (ResizeMode::Bilinear, true) => Last::Mean,
+        (ResizeMode::Bilinear, false) => {
+            return Err(cx.limit(
+                op,
+                format!(
+                    "bilinear resize without aligned corners{} (needs padded average pools)",
+                    if half_pixel_centers {
+                        ", with half-pixel centres,"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+    };
+    let f = factor([(h, oh), (w, ow)], align_corners).map_err(|e| cx.limit(op, e))?;
+
+    // Fully upscaled size per axis; the chain doubles towards it.
+    let full = |i: usize, o: usize| if i == 1 { o } else { f * i };
+    let (full_h, full_w) = (full(h, oh), full(w, ow));
+    let mut ops = Vec::new();
+    let mut cur = x_fm;
+    let mut step = 2;
+    while step < f {
+        let next = [
+            (2 * cur.shape[0]).min(full_h),
+            (2 * cur.shape[1]).min(full_w),
+            c,
+        ];
+        let up = scratch_fm(cx, format!("{name}/upscale{step}"), next, dt);
+        ops.push(upscaled(pool_op(
+            name,
+            PoolingMode::Average,
+            cur,
+            up.clone(),
+            COPY_SCALE,
+        )));
+        cur = up;
+        step *= 2;
+    }
+    // The last step's window: f along upscaled axes, 1 along axes of size 1.
+    let (kh, kw) = (if h == 1 { 1 } else { f }, if w == 1 { 1 } else { f });
+    let last_op = match last {
+        Last::Copy => pool_op(name, PoolingMode::Average, cur, y_fm, COPY_SCALE),
+        Last::Select => select_op(name, cur, y_fm, kh, kw),
+        Last::Mean => {
+            // round_half_away(sum / n) for n = kh * kw = 2^m: the DBL rounding of
+            // sum * 2^31 / 2^(31 + m) (exact first stage, half away from zero in the second).
+            let m = (kh * kw).trailing_zeros() as u8;
+            NpuOp {
+                kernel: Kernel {
+                    h: kh,
+                    w: kw,
+                    ..Kernel::UNIT
+                },
+                ..pool_op(
+                    name,
+                    PoolingMode::Average,
+                    cur,
+                    y_fm,
+                    Scale {
+                        scale: 1 << 31,
+                        shift: 31 + m,
+                    },
+                )
+            }
+        }
+    };
+    ops.push(upscaled(last_op));
+    cx.program.ops.extend(ops);
+    Ok(())
+}
+
+/// The same op reading its IFM upscaled 2x (nearest).
+fn upscaled(op: NpuOp) -> NpuOp {
+    NpuOp {
+        upscale: IfmUpscaleMode::Nearest,
+        ..op
+    }
+}
+
+/// A depthwise convolution with a `kh x kw` kernel that is 1 at `(kh / 2, kw / 2)` and 0
+/// elsewhere: output `(y, x)` is input `(y + kh / 2, x + kw / 2)` (scale exactly 1.0).
+fn select_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize) -> NpuOp {
+    let c = ifm.shape[2];
+    let mut values = vec![0i16; c * kh * kw];
+    for ch in 0..c {
+        values[(ch * kh + kh / 2) * kw + kw / 2] = 1;
+    }
+    NpuOp {
+        name: name.to_string(),
+        kind: NpuOpKind::Depthwise(ConvWeights {
+            shape: [c, kh, kw, 1],
+            values,
+            scales: vec![
+                ChannelScale {
+                    bias: 0,
+                    scale: 1 << 30,
+                    shift: 30,
+                };
+                c
+            ],
+        }),
+        activation: Activation::none(ofm.dtype),
+        ifm,
+        ofm,
+        kernel: Kernel {
+            h: kh,
+            w: kw,
+            ..Kernel::UNIT
+        },
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: None,
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        block: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors() {
+        assert_eq!(factor([(8, 16), (8, 16)], false), Ok(2));
+        assert_eq!(factor([(3, 24), (5, 40)], false), Ok(8));
+        assert_eq!(factor([(1, 1), (5, 20)], false), Ok(4));
+        assert_eq!(factor([(1, 3), (5, 20)], false), Ok(4));
+        assert!(factor([(1, 5), (5, 20)], false).is_err());
+        assert!(
+            factor([(8, 24), (8, 24)], false)
+                .unwrap_err()
+                .contains("factor 3")
+        );
+        assert!(
+            factor([(8, 128), (8, 128)], false)
+                .unwrap_err()
+                .contains("factor 16")
+        );
+        assert!(factor([(8, 16), (8, 32)], false).is_err());
+        assert!(factor([(8, 12), (8, 16)], false).is_err());
+        // Aligned corners: (out - 1) / (in - 1).
+        assert_eq!(factor([(8, 15), (4, 7)], true), Ok(2));
+        assert_eq!(factor([(8, 29), (1, 1)], true), Ok(4));
+        assert!(factor([(8, 16), (8, 16)], true).is_err());
+        // 1x1 inputs: the output size decides.
+        assert_eq!(factor([(1, 2), (1, 2)], false), Ok(2));
+        assert_eq!(factor([(1, 3), (1, 4)], false), Ok(4));
+    }
+
+    /// TFLite's nearest-neighbour source index (`GetNearestNeighbor`, f32 arithmetic).
+    fn tflite_nearest(y: usize, i: usize, o: usize, align: bool, half: bool) -> usize {
+        let scale = if align && o > 1 {
+            (i - 1) as f32 / (o - 1) as f32
+        } else {
+            i as f32 / o as f32
+        };
+        let off = if half { 0.5f32 } else { 0.0 };
+        let v = if align {
+            ((y as f32 + off) * scale).round() as usize
+        } else {
+            ((y as f32 + off) * scale).floor() as usize
+        };
+        v.min(i - 1)
+    }
+
+    /// The source index of the chain along one axis: `log2 f` nearest 2x upscales (each
+    /// output `j` reads `j / 2`), then the last window's tap at `k / 2`.
+    fn chain_index(y: usize, f: usize, k: usize) -> usize {
+        let mut j = y + k / 2;
+        let mut s = 1;
+        while s < f {
+            j /= 2;
+            s *= 2;
+        }
+        j
+    }
+
+    #[test]
+    fn nearest_chains_equal_tflite_indices() {
+        for f in [2usize, 4, 8] {
+            for i in 1..12 {
+                for half in [false, true] {
+                    let o = f * i;
+                    for y in 0..o {
+                        assert_eq!(chain_index(y, f, 1), tflite_nearest(y, i, o, false, half));
+                    }
+                }
+                if i > 1 {
+                    let o = f * (i - 1) + 1;
+                    for y in 0..o {
+                        assert_eq!(chain_index(y, f, f), tflite_nearest(y, i, o, true, false));
+                    }
+                }
+            }
+        }
+    }
+
+    /// TFLite's `ResizeBilinearInteger` for one axis with aligned corners equals the mean over
+    /// the `f` upscaled pixels `y .. y + f` (weights `1024 - frac` and `frac`, frac in 1024ths).
+    #[test]
+    fn aligned_bilinear_weights_are_window_means() {
+        for f in [2i64, 4, 8] {
+            for i in 2..10i64 {
+                let o = f * (i - 1) + 1;
+                let scale_10 = ((1 << 10) * (i - 1) + (o - 1) / 2) / (o - 1);
+                for y in 0..o {
+                    let input_y = y * scale_10;
+                    let y0 = input_y / 1024;
+                    let y1 = ((input_y + 1023) / 1024).min(i - 1);
+                    let w1 = input_y - 1024 * y0;
+                    // Window: f taps at upscaled positions y..y+f, source (y + t) / f.
+                    let (mut n0, mut n1) = (0, 0);
+                    for t in 0..f {
+                        match (y + t) / f {
+                            s if s == y0 => n0 += 1,
+                            s if s == y1 => n1 += 1,
+                            s => panic!("tap {t} of output {y} reads {s}, not {y0} or {y1}"),
+                        }
+                    }
+                    if y0 == y1 {
+                        assert_eq!(n0 + n1, f);
+                    } else {
+                        assert_eq!(
+                            (n0 * 1024 / f, n1 * 1024 / f),
+                            (1024 - w1, w1),
+                            "f {f} y {y}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
