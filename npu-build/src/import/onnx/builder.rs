@@ -85,14 +85,37 @@ impl Val {
     }
 }
 
+/// Unique names: a requested name, or it with the next free numeric suffix.
+#[derive(Default)]
+struct Names {
+    used: HashSet<String>,
+    next_suffix: HashMap<String, usize>,
+}
+
+impl Names {
+    fn fresh(&mut self, base: &str) -> String {
+        if self.used.insert(base.to_string()) {
+            return base.to_string();
+        }
+        let k = self.next_suffix.entry(base.to_string()).or_insert(1);
+        loop {
+            let candidate = format!("{base}_{k}");
+            *k += 1;
+            if self.used.insert(candidate.clone()) {
+                return candidate;
+            }
+        }
+    }
+}
+
 /// The IR being built plus the bindings.
 pub(crate) struct Builder {
     pub g: Graph,
     pub vals: HashMap<String, Val>,
     pub classes: QuantClasses,
     pub opset: i64,
-    tensor_names: HashSet<String>,
-    op_names: HashSet<String>,
+    tensor_names: Names,
+    op_names: Names,
     /// (tensor, IR transpose) -> transposed tensor, so a layout change is emitted once.
     transposed: HashMap<(TensorId, Vec<usize>), TensorId>,
     /// IR tensors made of constants, keyed by value name and layout.
@@ -109,24 +132,10 @@ impl Builder {
             vals: HashMap::new(),
             classes: QuantClasses::default(),
             opset,
-            tensor_names: HashSet::new(),
-            op_names: HashSet::new(),
+            tensor_names: Names::default(),
+            op_names: Names::default(),
             transposed: HashMap::new(),
             const_cache: HashMap::new(),
-        }
-    }
-
-    fn fresh(set: &mut HashSet<String>, base: &str) -> String {
-        if set.insert(base.to_string()) {
-            return base.to_string();
-        }
-        let mut k = 1usize;
-        loop {
-            let candidate = format!("{base}_{k}");
-            if set.insert(candidate.clone()) {
-                return candidate;
-            }
-            k += 1;
         }
     }
 
@@ -139,7 +148,7 @@ impl Builder {
         quant: Option<Quantization>,
         data: Option<Vec<u8>>,
     ) -> TensorId {
-        let name = Self::fresh(&mut self.tensor_names, name);
+        let name = self.tensor_names.fresh(name);
         let id = self.g.add_tensor(Tensor {
             name,
             shape,
@@ -162,7 +171,7 @@ impl Builder {
         inputs: Vec<TensorId>,
         outputs: Vec<TensorId>,
     ) {
-        let name = Self::fresh(&mut self.op_names, name);
+        let name = self.op_names.fresh(name);
         self.g.ops.push(Op {
             name,
             kind,
@@ -176,11 +185,12 @@ impl Builder {
         if self.g.tensors[id].name == name {
             return;
         }
-        if let Some(other) = self.g.tensors.iter().position(|t| t.name == name) {
-            let moved = Self::fresh(&mut self.tensor_names, &format!("{name}_"));
+        let taken = self.tensor_names.used.contains(name);
+        if let Some(other) = self.g.tensors.iter().position(|t| taken && t.name == name) {
+            let moved = self.tensor_names.fresh(&format!("{name}_"));
             self.g.tensors[other].name = moved;
         }
-        self.tensor_names.insert(name.to_string());
+        self.tensor_names.used.insert(name.to_string());
         self.g.tensors[id].name = name.to_string();
     }
 

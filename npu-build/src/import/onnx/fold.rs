@@ -379,6 +379,10 @@ impl Builder {
                 return Err(n.err("step 0"));
             }
             let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
+            if dim == 0 {
+                picks[a] = Vec::new();
+                continue;
+            }
             let (s, e) = if step > 0 {
                 (norm(starts[k]).clamp(0, dim), norm(ends[k]).clamp(0, dim))
             } else {

@@ -19,6 +19,8 @@ mod ops;
 mod passes;
 pub mod proto;
 mod qdq;
+#[cfg(test)]
+mod tests;
 
 use std::rc::Rc;
 

@@ -133,8 +133,12 @@ impl Model {
             })
             .collect();
         let nodes = toposort(nodes, &defined)?;
+        let produced: HashSet<&str> = nodes
+            .iter()
+            .flat_map(|n| n.outputs.iter().map(String::as_str))
+            .collect();
         for o in &outputs {
-            if !defined.contains(&o.name) && !nodes.iter().any(|n| n.outputs.contains(&o.name)) {
+            if !defined.contains(&o.name) && !produced.contains(o.name.as_str()) {
                 return Err(malformed(format!(
                     "graph output '{}' is not produced by any node",
                     o.name

@@ -273,3 +273,172 @@ pub struct StringStringEntryProto {
     #[prost(string, tag = "2")]
     pub value: String,
 }
+
+// Constructors, for building models in code (tests, fuzzing seeds, tools).
+
+impl ModelProto {
+    /// A model importing default-domain opset `opset`.
+    pub fn new(opset: i64, graph: GraphProto) -> Self {
+        ModelProto {
+            ir_version: 8,
+            opset_import: vec![OperatorSetIdProto {
+                domain: String::new(),
+                version: opset,
+            }],
+            producer_name: "npu-build".into(),
+            producer_version: String::new(),
+            graph: Some(graph),
+        }
+    }
+}
+
+impl NodeProto {
+    /// A default-domain node.
+    pub fn new(
+        op_type: &str,
+        name: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        attribute: Vec<AttributeProto>,
+    ) -> Self {
+        NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            name: name.into(),
+            op_type: op_type.into(),
+            domain: String::new(),
+            attribute,
+        }
+    }
+}
+
+impl AttributeProto {
+    fn named(name: &str, r#type: i32) -> Self {
+        AttributeProto {
+            name: name.into(),
+            r#type,
+            ..Default::default()
+        }
+    }
+
+    /// An `INT` attribute.
+    pub fn int(name: &str, v: i64) -> Self {
+        AttributeProto {
+            i: Some(v),
+            ..Self::named(name, attribute_type::INT)
+        }
+    }
+
+    /// An `INTS` attribute.
+    pub fn ints(name: &str, v: &[i64]) -> Self {
+        AttributeProto {
+            ints: v.to_vec(),
+            ..Self::named(name, attribute_type::INTS)
+        }
+    }
+
+    /// A `FLOAT` attribute.
+    pub fn float(name: &str, v: f32) -> Self {
+        AttributeProto {
+            f: Some(v),
+            ..Self::named(name, attribute_type::FLOAT)
+        }
+    }
+
+    /// A `STRING` attribute.
+    pub fn string(name: &str, v: &str) -> Self {
+        AttributeProto {
+            s: Some(v.as_bytes().to_vec()),
+            ..Self::named(name, attribute_type::STRING)
+        }
+    }
+
+    /// A `TENSOR` attribute.
+    pub fn tensor(name: &str, t: TensorProto) -> Self {
+        AttributeProto {
+            t: Some(t),
+            ..Self::named(name, attribute_type::TENSOR)
+        }
+    }
+}
+
+impl ValueInfoProto {
+    /// A tensor value; a negative dimension is written as a symbolic one (`dim_param`).
+    pub fn tensor(name: &str, elem_type: i32, dims: &[i64]) -> Self {
+        let dim = dims
+            .iter()
+            .map(|&d| tensor_shape_proto::Dimension {
+                dim_value: (d >= 0).then_some(d),
+                dim_param: (d < 0).then(|| "batch".to_string()),
+            })
+            .collect();
+        ValueInfoProto {
+            name: name.into(),
+            r#type: Some(TypeProto {
+                tensor_type: Some(type_proto::Tensor {
+                    elem_type,
+                    shape: Some(TensorShapeProto { dim }),
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+impl TensorProto {
+    /// A tensor stored as little-endian `raw_data`.
+    pub fn raw(name: &str, data_type: i32, dims: &[i64], raw_data: Vec<u8>) -> Self {
+        TensorProto {
+            name: name.into(),
+            data_type,
+            dims: dims.to_vec(),
+            raw_data,
+            ..Default::default()
+        }
+    }
+
+    /// A FLOAT tensor.
+    pub fn from_f32(name: &str, dims: &[i64], v: &[f32]) -> Self {
+        Self::raw(
+            name,
+            data_type::FLOAT,
+            dims,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+    }
+
+    /// An INT8 tensor.
+    pub fn from_i8(name: &str, dims: &[i64], v: &[i8]) -> Self {
+        Self::raw(
+            name,
+            data_type::INT8,
+            dims,
+            v.iter().map(|&x| x as u8).collect(),
+        )
+    }
+
+    /// A UINT8 tensor.
+    pub fn from_u8(name: &str, dims: &[i64], v: &[u8]) -> Self {
+        Self::raw(name, data_type::UINT8, dims, v.to_vec())
+    }
+
+    /// An INT32 tensor.
+    pub fn from_i32(name: &str, dims: &[i64], v: &[i32]) -> Self {
+        Self::raw(
+            name,
+            data_type::INT32,
+            dims,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+    }
+
+    /// An INT64 tensor.
+    pub fn from_i64(name: &str, dims: &[i64], v: &[i64]) -> Self {
+        Self::raw(
+            name,
+            data_type::INT64,
+            dims,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+    }
+}
