@@ -237,3 +237,230 @@ fn truncated_and_corrupt_streams_fail_with_offsets() {
         .unwrap_err();
     assert!(err.to_string().contains("different accelerator"), "{err}");
 }
+
+mod register_file {
+    use super::*;
+    use npu_rt::ethos_u::regs::ctrl::{CmdReg, Config, Prot, Reset, Status, basep_offset, offset};
+    use npu_rt::ethos_u::regs::{PmuEvent, PrivilegeLevel, SecurityLevel, State};
+    use npu_rt::sim::regfile::{Fault, RegisterFile, SystemMemory};
+
+    const FLASH: u64 = 0x1000_0000;
+    const SRAM: u64 = 0x2000_0000;
+    const QUEUE: u64 = 0x3000_0000;
+
+    struct Case {
+        stream: Vec<u8>,
+        config_word: u32,
+        weights: Vec<u8>,
+        arena: Vec<u8>,
+        output: (usize, Vec<u8>),
+    }
+
+    /// op_conv1x1 on ethos-u55-128: the raw command stream out of the COP1 payload, the
+    /// weights, an arena with input 0 in place, and the expected output bytes.
+    fn case() -> Case {
+        let dir = fixtures_dir().join("op_conv1x1/vela/ethos-u55-128");
+        let compiled = CompiledDir::load(&dir).expect("op_conv1x1");
+        let cop = Cop1::parse(&compiled.cmd_stream).expect("COP1");
+        let (config_word, _) = cop.optimizer_config().expect("OPTIMIZER_CONFIG");
+        let stream = cop.command_streams().next().expect("stream").1.to_vec();
+        let meta = &compiled.meta;
+        let mut arena = vec![0u8; meta["scratch_size"].as_u64().unwrap() as usize];
+        let io = fixtures_dir().join("op_conv1x1/io");
+        let input = Value::read_npy(&io.join("input_0.npy"))
+            .unwrap()
+            .data
+            .to_le_bytes();
+        let at = meta["input_offset"][0].as_u64().unwrap() as usize;
+        arena[at..at + input.len()].copy_from_slice(&input);
+        let out = Value::read_npy(&io.join("output_0.npy"))
+            .unwrap()
+            .data
+            .to_le_bytes();
+        let out_at = meta["output_offset"][0].as_u64().unwrap() as usize;
+        Case {
+            stream,
+            config_word,
+            weights: compiled.weights,
+            arena,
+            output: (out_at, out),
+        }
+    }
+
+    /// Programs the NPU the way ethos-u-core-driver does: reset, check config, queue, base
+    /// pointers, PMU, start.
+    fn program(npu: &mut RegisterFile<'_>, qsize: usize) {
+        npu.write32(
+            offset::RESET,
+            Reset::new(PrivilegeLevel::Privileged, SecurityLevel::Secure).0,
+        );
+        for _ in 0..8 {
+            if !Status(npu.read32(offset::STATUS)).reset_status() {
+                break;
+            }
+        }
+        assert!(!Status(npu.read32(offset::STATUS)).reset_status());
+        let prot = Prot(npu.read32(offset::PROT));
+        assert_eq!(prot.active_cpl(), PrivilegeLevel::Privileged);
+        npu.write32(offset::QBASE, QUEUE as u32);
+        npu.write32(offset::QBASE_HI, (QUEUE >> 32) as u32);
+        npu.write32(offset::QSIZE, qsize as u32);
+        for (region, base) in [(0, FLASH), (1, SRAM)] {
+            npu.write32(basep_offset(region), base as u32);
+            npu.write32(basep_offset(region) + 4, (base >> 32) as u32);
+        }
+        npu.write32(offset::PMCR, 1);
+        npu.write32(offset::PMEVTYPER0, PmuEvent::MacActive as u32);
+        npu.write32(offset::PMCNTENSET, (1 << 31) | 1);
+        let q = npu.read32(offset::CMD) & (CmdReg::CLOCK_Q_ENABLE | CmdReg::POWER_Q_ENABLE);
+        npu.write32(offset::CMD, q | CmdReg::TRANSITION_TO_RUNNING_STATE);
+    }
+
+    #[test]
+    fn driver_sequence_runs_the_queue_and_raises_the_irq() {
+        let Case {
+            stream,
+            config_word,
+            weights,
+            mut arena,
+            output,
+        } = case();
+        let mut mem = SystemMemory::new();
+        mem.map(FLASH, &weights)
+            .map_mut(SRAM, &mut arena)
+            .map(QUEUE, &stream);
+        let mut npu = RegisterFile::new(&ETHOS_U55_128, mem);
+        let cfg = Config(npu.read32(offset::CONFIG));
+        assert_eq!(
+            (cfg.macs_per_cc_log2(), cfg.shram_kib()),
+            (
+                Config(config_word).macs_per_cc_log2(),
+                Config(config_word).shram_kib()
+            )
+        );
+        assert!(!npu.irq());
+        program(&mut npu, stream.len());
+        let status = Status(npu.read32(offset::STATUS));
+        assert!(
+            npu.irq() && status.irq_raised() && status.cmd_end_reached(),
+            "{status:?}"
+        );
+        assert_eq!(status.state(), State::Stopped);
+        assert!(!status.has_error(), "{status:?} {:?}", npu.last_error());
+        assert_eq!(status.irq_history_mask(), 0xffff, "NPU_OP_STOP's mask");
+        assert_eq!(npu.read32(offset::QREAD) as usize, stream.len());
+        assert!(npu.read32(offset::PMCCNTR) > 0);
+        assert!(npu.read32(offset::PMEVCNTR0) > 0, "MAC_ACTIVE counted");
+        assert!(npu.stats().macs > 0);
+        let got = npu
+            .memory()
+            .read(SRAM + output.0 as u64, output.1.len())
+            .expect("output");
+        assert_eq!(got, &output.1[..], "output bytes");
+        npu.write32(offset::CMD, CmdReg::CLEAR_IRQ);
+        assert!(!npu.irq());
+    }
+
+    #[test]
+    fn stepping_shows_running_state_and_qread() {
+        let Case {
+            stream,
+            weights,
+            mut arena,
+            ..
+        } = case();
+        let mut mem = SystemMemory::new();
+        mem.map(FLASH, &weights)
+            .map_mut(SRAM, &mut arena)
+            .map(QUEUE, &stream);
+        let mut npu = RegisterFile::new(&ETHOS_U55_128, mem);
+        npu.set_auto_run(false);
+        program(&mut npu, stream.len());
+        assert_eq!(Status(npu.read32(offset::STATUS)).state(), State::Running);
+        assert_eq!(npu.read32(offset::QREAD), 0);
+        assert_eq!(npu.step(3), 3);
+        let q = npu.read32(offset::QREAD);
+        assert!(q >= 12 && q <= 24, "qread {q}");
+        assert!(!npu.irq());
+        npu.step(u64::MAX);
+        assert!(npu.irq());
+        assert_eq!(Status(npu.read32(offset::STATUS)).state(), State::Stopped);
+    }
+
+    #[test]
+    fn injected_faults_show_in_status() {
+        let Case {
+            stream,
+            weights,
+            mut arena,
+            ..
+        } = case();
+        let mut mem = SystemMemory::new();
+        mem.map(FLASH, &weights)
+            .map_mut(SRAM, &mut arena)
+            .map(QUEUE, &stream);
+        let mut npu = RegisterFile::new(&ETHOS_U55_128, mem);
+        npu.inject(Fault::BusError { after_commands: 5 });
+        program(&mut npu, stream.len());
+        let s = Status(npu.read32(offset::STATUS));
+        assert!(s.bus_status() && s.irq_raised() && s.has_error(), "{s:?}");
+        assert_eq!(s.state(), State::Stopped);
+        // A reset clears the error; a parse error comes next.
+        npu.inject(Fault::CmdParseError { after_commands: 2 });
+        program(&mut npu, stream.len());
+        let s = Status(npu.read32(offset::STATUS));
+        assert!(
+            s.cmd_parse_error() && !s.bus_status() && s.irq_raised(),
+            "{s:?}"
+        );
+        // A hang: running forever, no interrupt, until reset.
+        npu.inject(Fault::Hang { after_commands: 4 });
+        program(&mut npu, stream.len());
+        let s = Status(npu.read32(offset::STATUS));
+        assert_eq!(s.state(), State::Running);
+        assert!(!npu.irq());
+        assert_eq!(npu.step(100), 0, "a hung NPU makes no progress");
+        npu.write32(offset::RESET, 0);
+        assert_eq!(Status(npu.read32(offset::STATUS)).state(), State::Stopped);
+    }
+
+    #[test]
+    fn real_faults_map_to_status_bits() {
+        let Case {
+            stream,
+            weights,
+            mut arena,
+            ..
+        } = case();
+        // Arena too small: the OFM write goes past the mapped SRAM -> bus error.
+        let half = arena.len() / 2;
+        let mut mem = SystemMemory::new();
+        mem.map(FLASH, &weights)
+            .map_mut(SRAM, &mut arena[..half])
+            .map(QUEUE, &stream);
+        let mut npu = RegisterFile::new(&ETHOS_U55_128, mem);
+        program(&mut npu, stream.len());
+        let s = Status(npu.read32(offset::STATUS));
+        assert!(s.bus_status() && s.irq_raised(), "{s:?}");
+        let err = npu.last_error().expect("error kept");
+        assert!(
+            matches!(err.kind, SimErrorKind::OutOfBounds { region: 1, .. }),
+            "{err}"
+        );
+        // QBASE pointing at unmapped memory: a command-read bus error on channel CMD_READ (0).
+        let mut mem = SystemMemory::new();
+        mem.map(FLASH, &weights);
+        let mut npu = RegisterFile::new(&ETHOS_U55_128, mem);
+        program(&mut npu, stream.len());
+        let s = Status(npu.read32(offset::STATUS));
+        assert!(s.bus_status() && s.faulting_channel() == 0, "{s:?}");
+        // A corrupt command word: parse error.
+        let mut bad = stream.clone();
+        bad[0..4].copy_from_slice(&0x0000_0004u32.to_le_bytes());
+        let mut mem = SystemMemory::new();
+        mem.map(FLASH, &weights).map(QUEUE, &bad);
+        let mut npu = RegisterFile::new(&ETHOS_U55_128, mem);
+        program(&mut npu, bad.len());
+        assert!(Status(npu.read32(offset::STATUS)).cmd_parse_error());
+    }
+}

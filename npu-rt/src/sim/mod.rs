@@ -90,7 +90,7 @@ pub struct VirtualNpu {
     cache: weight_cache::WeightCache,
     check_config: bool,
     /// Work done since the last reset (MACs + output elements + DMA bytes).
-    work: u64,
+    pub(crate) work: u64,
 }
 
 impl core::fmt::Debug for VirtualNpu {
@@ -250,7 +250,6 @@ impl VirtualNpu {
     }
 
     /// Decodes and executes one command given as words (for the register-file model).
-    #[allow(dead_code)] // used by the register-file model
     pub(crate) fn step(
         &mut self,
         words: &[u32],
