@@ -5,10 +5,15 @@
 //!   are the model's, unchanged.
 //! - Per output channel, the scale record is TFLite's `QuantizeMultiplier` of
 //!   `double(s_in) * double(s_w[c]) / double(s_out)` (`PopulateConvolutionQuantizationParams`),
-//!   except where TFLite multiplies the two input scales in float first
-//!   (`GetQuantizedConvolutionMultipler`): fully connected layers with one weight scale, and
-//!   uint8 inputs. The exponent becomes a right shift `31 - exponent`; OFM rounding DBL, which
-//!   is TFLite's `MultiplyByQuantizedMultiplier`.
+//!   except for uint8 inputs, where TFLite multiplies the two input scales in float first
+//!   (`GetQuantizedConvolutionMultipler`). The exponent becomes a right shift
+//!   `31 - exponent`; OFM rounding DBL, which is TFLite's `MultiplyByQuantizedMultiplier`.
+//! - Fully connected: TFLite's reference kernel (TF 2.20 `reference_integer_ops::
+//!   FullyConnected[PerChannel]` with float scales) computes `round(double(acc) * s)` with
+//!   `s = double(s_in) * double(s_w) / double(s_out)`, one rounding half away from zero. The NPU
+//!   gets the same 31-bit multiplier with NATURAL rounding: identical except when `acc * s` lies
+//!   within about `|acc * s| * 2^-31` of a half-integer, or exactly on a negative one (which
+//!   needs a scale ratio with a short binary mantissa). Vela's DBL rounding differs more often.
 //! - int16 inputs with a 64-bit (or no) bias follow TFLite's 16x8 kernels: the multiplier is
 //!   reduced to 15 bits (`(m + 2^15) >> 16`, shift `15 - exponent`) with NATURAL rounding.
 //! - Strides 1..3 and dilations 1..2 are native. A dilation above 2 is turned into a larger
@@ -210,7 +215,7 @@ fn fully_connected(cx: &mut Lowering<'_>, op: &Op, activation: Activation) -> Re
     };
     if k == 0
         || o == 0
-        || xt.elements() % k != 0
+        || !xt.elements().is_multiple_of(k)
         || (xt.elements() / k).checked_mul(o) != Some(yt.elements())
     {
         return Err(Lowering::invalid(
@@ -237,13 +242,12 @@ fn fully_connected(cx: &mut Lowering<'_>, op: &Op, activation: Activation) -> Re
     check_ifm_type(cx, op, &ifm)?;
     let raw = raw_weights(cx, op, io.w)?;
     let wq = weight_quant(cx, op, io.w, o)?;
-    let float_product = wq.scale.len() == 1;
     let values = raw
         .iter()
         .enumerate()
         .map(|(idx, &v)| v - wq.zero_point_at(idx / k))
         .collect();
-    let (scales, round) = channel_scales(cx, op, &io, o, float_product)?;
+    let (scales, round) = channel_scales(cx, op, &io, o, true)?;
     let weights = finish_weights(cx, op, [o, 1, 1, k], values, scales)?;
     let activation = clamp(cx, op, activation, io.y, ofm.dtype)?;
     cx.program.ops.push(NpuOp {
@@ -270,7 +274,7 @@ fn fc_grid(n: usize) -> (usize, usize) {
         return (1, 1);
     }
     let mut w = (n / 16).max(n.isqrt() + usize::from(n.isqrt() * n.isqrt() != n));
-    while n % w != 0 {
+    while !n.is_multiple_of(w) {
         w += 1;
     }
     (n / w, w)
@@ -392,14 +396,16 @@ fn channel_scales(
     op: &Op,
     io: &Io,
     n: usize,
-    float_product: bool,
+    fully_connected: bool,
 ) -> Result<(Vec<ChannelScale>, RoundMode)> {
     let g = cx.graph;
     let xt = &g.tensors[io.x];
     let (si, _) = cx.quant(io.x);
     let (so, _) = cx.quant(io.y);
     let wq = weight_quant(cx, op, io.w, n)?;
-    let float_product = float_product || xt.dtype == DType::U8;
+    // Conv/depthwise with uint8 inputs multiply the scales in float (TFLite's
+    // GetQuantizedConvolutionMultipler); fully connected rescales in double.
+    let float_product = !fully_connected && xt.dtype == DType::U8;
     let bias: Vec<i64> = match io.bias {
         None => vec![0; n],
         Some(b) => {
@@ -430,8 +436,9 @@ fn channel_scales(
         }
     };
     // TFLite's 16x8 kernels with a 64-bit bias use a 15-bit multiplier and one rounding.
-    let reduced =
-        xt.dtype == DType::I16 && io.bias.is_none_or(|b| g.tensors[b].dtype != DType::I32);
+    let reduced = !fully_connected
+        && xt.dtype == DType::I16
+        && io.bias.is_none_or(|b| g.tensors[b].dtype != DType::I32);
     let mut out = Vec::with_capacity(n);
     for (c, &b) in bias.iter().enumerate() {
         let ws = wq.scale_at(c);
@@ -463,14 +470,14 @@ fn channel_scales(
             shift: scale.shift,
         });
     }
-    Ok((
-        out,
-        if reduced {
-            RoundMode::Natural
-        } else {
-            RoundMode::Dbl
-        },
-    ))
+    // NATURAL: TFLite's one rounding (64-bit conv kernels; fully connected's
+    // `round(acc * scale)`), DBL: its MultiplyByQuantizedMultiplier.
+    let round = if reduced || fully_connected {
+        RoundMode::Natural
+    } else {
+        RoundMode::Dbl
+    };
+    Ok((out, round))
 }
 
 /// TFLite's 64-bit-accumulator `MultiplyByQuantizedMultiplier`: the multiplier rounded to 15
@@ -543,7 +550,7 @@ fn finish_weights(
 fn split_dilation(d: usize) -> (usize, usize) {
     match d {
         0..=2 => (1, d.max(1)),
-        _ if d % 2 == 0 => (d / 2, 2),
+        _ if d.is_multiple_of(2) => (d / 2, 2),
         _ => (d, 1),
     }
 }

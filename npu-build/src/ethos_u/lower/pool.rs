@@ -746,6 +746,14 @@ pub(super) fn hw_padding(
 }
 
 #[cfg(test)]
+#[path = "exec_model.rs"]
+mod exec_model;
+
+#[cfg(test)]
+#[path = "lowering_tests.rs"]
+mod lowering_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -1,0 +1,726 @@
+//! Test-only: lowered programs executed by [`super::exec_model`] against TFLite's outputs (the
+//! fixtures) and against the reference interpreter (synthetic graphs covering the decompositions:
+//! padded average pools, dilation above 2, depth multipliers, broadcasts, concat rescaling, pad).
+
+use std::path::Path;
+
+use npu_rt::ethos_u::config::ETHOS_U55_128;
+
+use super::exec_model::Machine;
+use crate::ir::{
+    Activation, ConvAttrs, DType, Graph, Op, OpKind, Padding, PoolAttrs, Quantization, Tensor,
+    TensorId,
+};
+use crate::value::{Data, Value};
+
+/// The differences between two byte strings of `size`-byte elements, as a message.
+fn diff(got: &[u8], want: &[u8], size: usize) -> Option<String> {
+    if got == want {
+        return None;
+    }
+    if got.len() != want.len() {
+        return Some(format!("{} bytes instead of {}", got.len(), want.len()));
+    }
+    let bad: Vec<usize> = (0..got.len() / size)
+        .filter(|&i| got[i * size..(i + 1) * size] != want[i * size..(i + 1) * size])
+        .collect();
+    let show: Vec<String> = bad
+        .iter()
+        .take(6)
+        .map(|&i| {
+            format!(
+                "[{i}] {:?} != {:?}",
+                &got[i * size..(i + 1) * size],
+                &want[i * size..(i + 1) * size]
+            )
+        })
+        .collect();
+    Some(format!(
+        "{} of {} elements differ: {}",
+        bad.len(),
+        got.len() / size,
+        show.join(", ")
+    ))
+}
+
+fn run_program(g: &Graph, inputs: &[Value]) -> Vec<Vec<u8>> {
+    let p = super::super::lower(g, &ETHOS_U55_128)
+        .unwrap_or_else(|e| panic!("{}: lowering failed: {e}", g.name));
+    let bytes: Vec<Vec<u8>> = inputs.iter().map(|v| v.data.to_le_bytes()).collect();
+    let mut m = Machine::new(&p, &bytes);
+    m.run(&p);
+    (0..g.outputs.len()).map(|k| m.output(&p, k)).collect()
+}
+
+// ------------------------------------------------------------------------------------------
+// Fixtures: lowered program == TFLite's outputs.
+// ------------------------------------------------------------------------------------------
+
+fn check_fixture(model: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(model);
+    let g = crate::import::load(&dir.join(format!("{model}.tflite"))).expect("fixture loads");
+    let n = g.inputs.len();
+    for k in 0..3 {
+        let inputs: Vec<Value> = (0..n)
+            .map(|j| {
+                let f = if n == 1 {
+                    format!("input_{k}.npy")
+                } else {
+                    format!("input_{k}_{j}.npy")
+                };
+                Value::read_npy(&dir.join("io").join(f)).expect("input npy")
+            })
+            .collect();
+        let got = run_program(&g, &inputs);
+        let want =
+            Value::read_npy(&dir.join("io").join(format!("output_{k}.npy"))).expect("output npy");
+        let size = want.dtype().size();
+        if let Some(d) = diff(&got[0], &want.data.to_le_bytes(), size) {
+            panic!("{model} input {k}: {d}");
+        }
+    }
+}
+
+macro_rules! fixture_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check_fixture(stringify!($name));
+            }
+        )*
+    };
+}
+
+fixture_tests!(
+    op_conv1x1,
+    op_conv3x3_s1_relu6,
+    op_conv3x3_s2,
+    op_conv5x5_valid,
+    op_dwconv3x3_s1,
+    op_dwconv3x3_s2,
+    op_fc,
+    op_reshape_fc,
+    op_add,
+    op_mul,
+    op_maxpool3x3_s2,
+    op_avgpool2x2,
+    op_concat,
+);
+
+// ------------------------------------------------------------------------------------------
+// Synthetic graphs: lowered program == reference interpreter.
+// ------------------------------------------------------------------------------------------
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    g: Graph,
+}
+
+impl Builder {
+    fn tensor(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        q: Option<(f32, i32)>,
+    ) -> TensorId {
+        self.g.add_tensor(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype,
+            quant: q.map(|(s, z)| Quantization::per_tensor(s, z)),
+            data: None,
+        })
+    }
+
+    fn input(&mut self, name: &str, shape: &[usize], dtype: DType, s: f32, z: i32) -> TensorId {
+        let t = self.tensor(name, shape, dtype, Some((s, z)));
+        self.g.inputs.push(t);
+        t
+    }
+
+    fn output(&mut self, name: &str, shape: &[usize], dtype: DType, s: f32, z: i32) -> TensorId {
+        let t = self.tensor(name, shape, dtype, Some((s, z)));
+        self.g.outputs.push(t);
+        t
+    }
+
+    fn konst(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        q: Quantization,
+        data: Vec<u8>,
+    ) -> TensorId {
+        self.g.add_tensor(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype,
+            quant: Some(q),
+            data: Some(data),
+        })
+    }
+
+    /// Random int8 weights with per-channel scales along `axis` (`channels` of them).
+    fn weights(
+        &mut self,
+        rng: &mut Rng,
+        shape: &[usize],
+        axis: usize,
+        channels: usize,
+    ) -> TensorId {
+        let n: usize = shape.iter().product();
+        let data = (0..n).map(|_| rng.range(-127, 127) as i8 as u8).collect();
+        let scale = (0..channels)
+            .map(|c| 0.002 + 0.0005 * (c % 7) as f32)
+            .collect();
+        let q = Quantization {
+            scale,
+            zero_point: vec![0; channels],
+            axis: Some(axis),
+        };
+        self.konst("w", shape, DType::I8, q, data)
+    }
+
+    fn bias(&mut self, rng: &mut Rng, n: usize, scale: f32) -> TensorId {
+        let data = (0..n)
+            .flat_map(|_| (rng.range(-3000, 3000) as i32).to_le_bytes())
+            .collect();
+        self.konst(
+            "b",
+            &[n],
+            DType::I32,
+            Quantization::per_tensor(scale, 0),
+            data,
+        )
+    }
+
+    fn op(&mut self, kind: OpKind, inputs: Vec<TensorId>, outputs: Vec<TensorId>) {
+        let name = format!("op{}", self.g.ops.len());
+        self.g.ops.push(Op {
+            name,
+            kind,
+            inputs,
+            outputs,
+        });
+    }
+}
+
+fn random_input(rng: &mut Rng, t: &Tensor) -> Value {
+    let n = t.elements();
+    let data = match t.dtype {
+        DType::I8 => Data::I8((0..n).map(|_| rng.range(-128, 127) as i8).collect()),
+        DType::U8 => Data::U8((0..n).map(|_| rng.range(0, 255) as u8).collect()),
+        DType::I16 => Data::I16((0..n).map(|_| rng.range(-32768, 32767) as i16).collect()),
+        other => panic!("no random {other}"),
+    };
+    Value::new(t.shape.clone(), data).expect("value")
+}
+
+/// Lowered program == reference interpreter on a few random inputs.
+fn check_graph(mut g: Graph, name: &str) {
+    g.name = name.into();
+    g.validate()
+        .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ name.len() as u64);
+    for trial in 0..3 {
+        let inputs: Vec<Value> = g
+            .inputs
+            .iter()
+            .map(|&t| random_input(&mut rng, &g.tensors[t]))
+            .collect();
+        let want = crate::reference::run(&g, &inputs)
+            .unwrap_or_else(|e| panic!("{name}: reference failed: {e}"));
+        let got = run_program(&g, &inputs);
+        for (k, w) in want.iter().enumerate() {
+            if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
+                panic!("{name} trial {trial} output {k}: {d}");
+            }
+        }
+    }
+}
+
+fn pool_graph(
+    max: bool,
+    x_shape: [usize; 4],
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: Padding,
+    act: Activation,
+    out_q: (f32, i32),
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", &x_shape, DType::I8, 0.05, -3);
+    let oh = (x_shape[1] + padding.top + padding.bottom - kernel.0) / stride.0 + 1;
+    let ow = (x_shape[2] + padding.left + padding.right - kernel.1) / stride.1 + 1;
+    let y = b.output("y", &[1, oh, ow, x_shape[3]], DType::I8, out_q.0, out_q.1);
+    let attrs = PoolAttrs {
+        kernel,
+        stride,
+        padding,
+        activation: act,
+    };
+    let kind = if max {
+        OpKind::MaxPool(attrs)
+    } else {
+        OpKind::AvgPool(attrs)
+    };
+    b.op(kind, vec![x], vec![y]);
+    b.g
+}
+
+fn pads(top: usize, left: usize, bottom: usize, right: usize) -> Padding {
+    Padding {
+        top,
+        left,
+        bottom,
+        right,
+    }
+}
+
+#[test]
+fn avgpool_padded_same() {
+    let g = pool_graph(
+        false,
+        [1, 7, 9, 5],
+        (3, 3),
+        (1, 1),
+        pads(1, 1, 1, 1),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "avgpool_padded_same");
+    let g = pool_graph(
+        false,
+        [1, 8, 8, 3],
+        (2, 2),
+        (2, 2),
+        pads(0, 0, 1, 1),
+        Activation::Relu6,
+        (0.05, -3),
+    );
+    check_graph(g, "avgpool_padded_s2");
+    let g = pool_graph(
+        false,
+        [1, 9, 11, 4],
+        (5, 5),
+        (2, 2),
+        pads(2, 2, 2, 2),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "avgpool_padded_5x5");
+}
+
+#[test]
+fn avgpool_requantized_and_unpadded() {
+    let g = pool_graph(
+        false,
+        [1, 6, 6, 4],
+        (2, 2),
+        (2, 2),
+        pads(0, 0, 0, 0),
+        Activation::None,
+        (0.11, 7),
+    );
+    check_graph(g, "avgpool_requant");
+    let g = pool_graph(
+        false,
+        [1, 7, 7, 4],
+        (3, 3),
+        (1, 1),
+        pads(1, 1, 1, 1),
+        Activation::Relu,
+        (0.03, 2),
+    );
+    check_graph(g, "avgpool_requant_padded");
+    let g = pool_graph(
+        false,
+        [1, 7, 7, 4],
+        (7, 7),
+        (1, 1),
+        pads(0, 0, 0, 0),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "avgpool_global");
+}
+
+#[test]
+fn maxpool_padded_and_requantized() {
+    let g = pool_graph(
+        true,
+        [1, 7, 9, 5],
+        (3, 3),
+        (2, 2),
+        pads(1, 1, 1, 1),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "maxpool_padded");
+    let g = pool_graph(
+        true,
+        [1, 8, 8, 3],
+        (2, 2),
+        (2, 2),
+        pads(0, 0, 0, 0),
+        Activation::Relu,
+        (0.08, 5),
+    );
+    check_graph(g, "maxpool_requant");
+}
+
+fn conv_graph(
+    rng: &mut Rng,
+    x_shape: [usize; 4],
+    out_c: usize,
+    kernel: (usize, usize),
+    attrs: ConvAttrs,
+    depth_multiplier: Option<usize>,
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", &x_shape, DType::I8, 0.04, 3);
+    let (kh, kw) = kernel;
+    let dkh = attrs.dilation.0 * (kh - 1) + 1;
+    let dkw = attrs.dilation.1 * (kw - 1) + 1;
+    let p = attrs.padding;
+    let oh = (x_shape[1] + p.top + p.bottom - dkh) / attrs.stride.0 + 1;
+    let ow = (x_shape[2] + p.left + p.right - dkw) / attrs.stride.1 + 1;
+    let (w, kind) = match depth_multiplier {
+        None => (
+            b.weights(rng, &[out_c, kh, kw, x_shape[3]], 0, out_c),
+            OpKind::Conv2d(attrs),
+        ),
+        Some(m) => (
+            b.weights(rng, &[1, kh, kw, out_c], 3, out_c),
+            OpKind::DepthwiseConv2d {
+                attrs,
+                depth_multiplier: m,
+            },
+        ),
+    };
+    let bias = b.bias(rng, out_c, 0.04 * 0.002);
+    let y = b.output("y", &[1, oh, ow, out_c], DType::I8, 0.06, -5);
+    b.op(kind, vec![x, w, bias], vec![y]);
+    b.g
+}
+
+fn conv_attrs(
+    stride: (usize, usize),
+    dilation: (usize, usize),
+    padding: Padding,
+    act: Activation,
+) -> ConvAttrs {
+    ConvAttrs {
+        stride,
+        dilation,
+        padding,
+        activation: act,
+    }
+}
+
+#[test]
+fn conv_dilations_and_strides() {
+    let mut rng = Rng(7);
+    let a = conv_attrs((1, 1), (3, 3), pads(3, 3, 3, 3), Activation::None);
+    check_graph(
+        conv_graph(&mut rng, [1, 9, 9, 4], 6, (3, 3), a, None),
+        "conv_dil3",
+    );
+    let a = conv_attrs((1, 2), (4, 2), pads(4, 2, 4, 2), Activation::Relu);
+    check_graph(
+        conv_graph(&mut rng, [1, 10, 9, 3], 5, (3, 3), a, None),
+        "conv_dil4_2",
+    );
+    let a = conv_attrs((2, 3), (1, 1), pads(0, 1, 2, 1), Activation::Relu6);
+    check_graph(
+        conv_graph(&mut rng, [1, 11, 13, 7], 9, (3, 2), a, None),
+        "conv_s23_asym",
+    );
+    // Stride 5 with a single output row: legal (the stride never applies).
+    let a = conv_attrs((5, 1), (1, 1), pads(0, 0, 0, 0), Activation::None);
+    check_graph(
+        conv_graph(&mut rng, [1, 3, 5, 2], 3, (3, 3), a, None),
+        "conv_s5_single_row",
+    );
+}
+
+#[test]
+fn depthwise_multipliers() {
+    let mut rng = Rng(11);
+    let a = conv_attrs((1, 1), (2, 2), pads(2, 2, 2, 2), Activation::None);
+    check_graph(
+        conv_graph(&mut rng, [1, 8, 8, 6], 6, (3, 3), a, Some(1)),
+        "dw_dil2",
+    );
+    let a = conv_attrs((2, 2), (1, 1), pads(1, 1, 1, 1), Activation::Relu6);
+    check_graph(
+        conv_graph(&mut rng, [1, 8, 7, 3], 6, (3, 3), a, Some(2)),
+        "dw_mult2",
+    );
+    let a = conv_attrs((1, 1), (3, 3), pads(3, 3, 3, 3), Activation::None);
+    check_graph(
+        conv_graph(&mut rng, [1, 9, 9, 2], 8, (3, 3), a, Some(4)),
+        "dw_mult4_dil3",
+    );
+}
+
+#[test]
+fn fully_connected_rows_and_per_tensor_scale() {
+    let mut rng = Rng(13);
+    let mut b = Builder::default();
+    let x = b.input("x", &[6, 20], DType::I8, 0.03, -2);
+    let data = (0..7 * 20)
+        .map(|_| rng.range(-127, 127) as i8 as u8)
+        .collect();
+    let w = b.konst(
+        "w",
+        &[7, 20],
+        DType::I8,
+        Quantization::per_tensor(0.0031, 0),
+        data,
+    );
+    let bias = b.bias(&mut rng, 7, 0.03 * 0.0031);
+    let y = b.output("y", &[6, 7], DType::I8, 0.07, 4);
+    b.op(
+        OpKind::FullyConnected {
+            activation: Activation::Relu,
+        },
+        vec![x, w, bias],
+        vec![y],
+    );
+    check_graph(b.g, "fc_rows");
+}
+
+fn binary_graph(
+    kind: OpKind,
+    a: (&[usize], f32, i32),
+    bq: (&[usize], f32, i32),
+    y: (&[usize], f32, i32),
+) -> Graph {
+    let mut b = Builder::default();
+    let ta = b.input("a", a.0, DType::I8, a.1, a.2);
+    let tb = b.input("b", bq.0, DType::I8, bq.1, bq.2);
+    let ty = b.output("y", y.0, DType::I8, y.1, y.2);
+    b.op(kind, vec![ta, tb], vec![ty]);
+    b.g
+}
+
+#[test]
+fn add_sub_mul_broadcasts_and_scales() {
+    let add = OpKind::Add {
+        activation: Activation::None,
+    };
+    let sub = OpKind::Sub {
+        activation: Activation::Relu,
+    };
+    let mul = OpKind::Mul {
+        activation: Activation::None,
+    };
+    let full: &[usize] = &[1, 4, 5, 6];
+    // Second input broadcast along H and W; scale ratio far from 1.
+    check_graph(
+        binary_graph(
+            add.clone(),
+            (full, 0.1, 3),
+            (&[1, 1, 1, 6], 0.01, -4),
+            (full, 0.12, 1),
+        ),
+        "add_bcast_b",
+    );
+    // First input broadcast: operands swapped (reversed).
+    check_graph(
+        binary_graph(
+            sub.clone(),
+            (&[1, 4, 1, 6], 0.02, 1),
+            (full, 0.05, -2),
+            (full, 0.04, -9),
+        ),
+        "sub_bcast_a",
+    );
+    check_graph(
+        binary_graph(sub, (&[6], 0.05, 0), (full, 0.02, 5), (full, 0.06, 0)),
+        "sub_rank1_a",
+    );
+    // Equal scales.
+    check_graph(
+        binary_graph(add, (full, 0.05, 2), (full, 0.05, -7), (full, 0.1, 0)),
+        "add_equal_scales",
+    );
+    check_graph(
+        binary_graph(
+            mul,
+            (full, 0.05, 2),
+            (&[1, 4, 5, 1], 0.02, -1),
+            (full, 0.01, 3),
+        ),
+        "mul_bcast_c",
+    );
+}
+
+#[test]
+fn add_with_scalar_constant_first() {
+    let mut b = Builder::default();
+    let k = b.konst(
+        "k",
+        &[1],
+        DType::I8,
+        Quantization::per_tensor(0.02, 1),
+        vec![77],
+    );
+    let x = b.input("x", &[1, 3, 4, 5], DType::I8, 0.03, -1);
+    let y = b.output("y", &[1, 3, 4, 5], DType::I8, 0.05, 2);
+    b.op(
+        OpKind::Sub {
+            activation: Activation::None,
+        },
+        vec![k, x],
+        vec![y],
+    );
+    check_graph(b.g, "scalar_minus_x");
+}
+
+#[test]
+fn concat_same_and_rescaled() {
+    for (axis, name) in [(3usize, "concat_c"), (2, "concat_w"), (1, "concat_h")] {
+        let mut b = Builder::default();
+        let mut s1 = [1, 3, 4, 5];
+        let mut s2 = [1, 3, 4, 5];
+        s1[axis] = 2;
+        s2[axis] = 3;
+        let mut so = [1, 3, 4, 5];
+        so[axis] = 5;
+        let x1 = b.input("x1", &s1, DType::I8, 0.05, -3);
+        let x2 = b.input("x2", &s2, DType::I8, 0.037, 6);
+        let y = b.output("y", &so, DType::I8, 0.05, -3);
+        b.op(
+            OpKind::Concat {
+                axis,
+                activation: Activation::Relu,
+            },
+            vec![x1, x2],
+            vec![y],
+        );
+        check_graph(b.g, name);
+    }
+}
+
+#[test]
+fn pad_values_and_requant() {
+    for (value, out_q, name) in [
+        (None, (0.05, -3), "pad_zp"),
+        (Some(17), (0.05, -3), "pad_value"),
+        (None, (0.08, 4), "pad_requant"),
+    ] {
+        let mut b = Builder::default();
+        let x = b.input("x", &[1, 5, 6, 3], DType::I8, 0.05, -3);
+        let y = b.output("y", &[1, 8, 9, 6], DType::I8, out_q.0, out_q.1);
+        b.op(
+            OpKind::Pad {
+                pads: vec![(0, 0), (1, 2), (0, 3), (2, 1)],
+                value,
+            },
+            vec![x],
+            vec![y],
+        );
+        check_graph(b.g, name);
+    }
+}
+
+#[test]
+fn quantize_and_standalone_activation() {
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 4, 4, 3], DType::I8, 0.05, -3);
+    let y = b.output("y", &[1, 4, 4, 3], DType::U8, 0.07, 120);
+    b.op(OpKind::Quantize, vec![x], vec![y]);
+    check_graph(b.g, "quantize_i8_u8");
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 4, 4, 3], DType::I8, 0.05, -3);
+    let y = b.output("y", &[1, 4, 4, 3], DType::I8, 0.02, -128);
+    b.op(OpKind::Activation(Activation::Relu6), vec![x], vec![y]);
+    check_graph(b.g, "relu6_rescale");
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 4, 4, 3], DType::I8, 0.05, -3);
+    let y = b.output("y", &[1, 4, 4, 3], DType::I8, 0.011, 9);
+    b.op(OpKind::Quantize, vec![x], vec![y]);
+    check_graph(b.g, "requant_up");
+}
+
+#[test]
+fn reshape_into_graph_output_copies() {
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 2, 3, 4], DType::I8, 0.05, -3);
+    let y = b.output("y", &[1, 24], DType::I8, 0.05, -3);
+    b.op(OpKind::Reshape, vec![x], vec![y]);
+    check_graph(b.g, "reshape_copy");
+}
+
+#[test]
+fn fully_connected_per_channel_many_outputs() {
+    // 64 rows x 16 outputs x 3 trials: the NATURAL-rounded multiplier against TFLite's
+    // `round(double(acc) * scale)`.
+    let mut rng = Rng(17);
+    let mut b = Builder::default();
+    let x = b.input("x", &[64, 48], DType::I8, 0.021, 5);
+    let w = b.weights(&mut rng, &[16, 48], 0, 16);
+    let bias = b.bias(&mut rng, 16, 0.021 * 0.002);
+    let y = b.output("y", &[64, 16], DType::I8, 0.033, -6);
+    b.op(
+        OpKind::FullyConnected {
+            activation: Activation::None,
+        },
+        vec![x, w, bias],
+        vec![y],
+    );
+    check_graph(b.g, "fc_per_channel");
+}
+
+#[test]
+fn uint8_conv_with_weight_zero_point() {
+    let mut rng = Rng(19);
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 6, 6, 3], DType::U8, 0.02, 128);
+    let data = (0..4 * 3 * 3 * 3)
+        .map(|_| rng.range(0, 255) as u8)
+        .collect();
+    let w = b.konst(
+        "w",
+        &[4, 3, 3, 3],
+        DType::U8,
+        Quantization::per_tensor(0.004, 131),
+        data,
+    );
+    let bias = b.bias(&mut rng, 4, 0.02 * 0.004);
+    let y = b.output("y", &[1, 6, 6, 4], DType::U8, 0.05, 120);
+    b.op(
+        OpKind::Conv2d(conv_attrs(
+            (1, 1),
+            (1, 1),
+            pads(1, 1, 1, 1),
+            Activation::Relu,
+        )),
+        vec![x, w, bias],
+        vec![y],
+    );
+    check_graph(b.g, "conv_u8");
+}
