@@ -1,8 +1,94 @@
-//! Shared helpers of the conformance tests: where the copied fixtures live.
+//! Shared helpers of the conformance tests: where the copied fixtures live, their inputs and
+//! reference outputs, and a readable byte-exact comparison.
 
 use std::path::PathBuf;
 
+use npu_build::value::Value;
+
 /// `fixtures/` at the workspace root (copied from the shared fixtures; tests never read `../shared`).
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("fixtures")
+}
+
+/// Names of the fixtures that have a `.tflite` (and its `.onnx` twin), sorted.
+pub fn tflite_fixtures() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .expect("fixtures/ exists")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| fixtures_dir().join(n).join(format!("{n}.tflite")).exists())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Number of graph inputs of a fixture (from its `io/io.json`).
+pub fn input_count(model: &str) -> usize {
+    let path = fixtures_dir().join(model).join("io").join("io.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let json: serde_json::Value = serde_json::from_str(&text).expect("io.json is JSON");
+    json["inputs"].as_array().map_or(1, |a| a.len())
+}
+
+/// The inputs of case `k` of a fixture (`input_K.npy`, or `input_K_J.npy` for several inputs).
+pub fn fixture_inputs(model: &str, k: usize) -> Vec<Value> {
+    let io = fixtures_dir().join(model).join("io");
+    let n = input_count(model);
+    (0..n)
+        .map(|j| {
+            let name = if n == 1 {
+                format!("input_{k}.npy")
+            } else {
+                format!("input_{k}_{j}.npy")
+            };
+            Value::read_npy(&io.join(&name)).unwrap_or_else(|e| panic!("{model}/{name}: {e}"))
+        })
+        .collect()
+}
+
+/// The reference output of case `k` of a fixture.
+pub fn fixture_output(model: &str, k: usize) -> Value {
+    let p = fixtures_dir().join(model).join("io").join(format!("output_{k}.npy"));
+    Value::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Describes how `got` differs from `want` (shape, type, the first differing elements); empty if
+/// they are byte-identical.
+pub fn differences(got: &Value, want: &Value) -> String {
+    if got.shape != want.shape || got.dtype() != want.dtype() {
+        return format!(
+            "got {:?} {} but expected {:?} {}",
+            got.shape,
+            got.dtype(),
+            want.shape,
+            want.dtype()
+        );
+    }
+    let (a, b) = (got.data.to_le_bytes(), want.data.to_le_bytes());
+    let size = got.dtype().size();
+    let diffs: Vec<usize> = (0..a.len() / size)
+        .filter(|&i| a[i * size..(i + 1) * size] != b[i * size..(i + 1) * size])
+        .collect();
+    if diffs.is_empty() {
+        return String::new();
+    }
+    let show: Vec<String> = diffs
+        .iter()
+        .take(8)
+        .map(|&i| {
+            format!(
+                "[{i}] {:?} != {:?}",
+                &a[i * size..(i + 1) * size],
+                &b[i * size..(i + 1) * size]
+            )
+        })
+        .collect();
+    format!(
+        "{} of {} elements differ: {}",
+        diffs.len(),
+        a.len() / size,
+        show.join(", ")
+    )
 }
