@@ -52,7 +52,11 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ));
         }
     }
-    let total: usize = op.inputs.iter().map(|&i| g.tensors[i].shape[axis]).sum();
+    let total = op
+        .inputs
+        .iter()
+        .try_fold(0usize, |acc, &i| acc.checked_add(g.tensors[i].shape[axis]))
+        .unwrap_or(usize::MAX);
     if total != yt.shape[axis] {
         return Err(Lowering::invalid(
             op,

@@ -38,6 +38,9 @@ use crate::ir::{Activation, ConvAttrs, DType, Op, OpKind, Padding, Quantization,
 /// Per output channel, the sum of |w - zp| may not exceed this (Vela's `WeightSum`).
 const MAX_WEIGHT_SUM: i64 = 127 * 65536;
 
+/// Largest weight tensor a dilation above 2 may inflate a kernel to.
+const MAX_INFLATED_WEIGHTS: usize = 1 << 24;
+
 /// Largest magnitude of a 40-bit signed bias.
 const MAX_BIAS: i64 = (1 << 39) - 1;
 
@@ -599,7 +602,10 @@ fn emit_conv(
         ));
     }
     let [_, kh, kw, _] = set.shape;
-    let dilated = [dy * (kh - 1) + 1, dx * (kw - 1) + 1];
+    let dilated = match (dy.checked_mul(kh - 1), dx.checked_mul(kw - 1)) {
+        (Some(a), Some(b)) => [a.saturating_add(1), b.saturating_add(1)],
+        _ => return Err(Lowering::invalid(op, "dilation overflows")),
+    };
     let input = [xfm.shape[0], xfm.shape[1]];
     let output = [yfm.shape[0], yfm.shape[1]];
     check_window(op, input, output, dilated, [sy, sx], attrs.padding)?;
@@ -616,6 +622,21 @@ fn emit_conv(
     )?;
     let (fy, hy) = split_dilation(dy);
     let (fx, hx) = split_dilation(dx);
+    if fy > 1 || fx > 1 {
+        let [o, _, _, i] = set.shape;
+        let inflated = o
+            .checked_mul(dilated[0])
+            .and_then(|v| v.checked_mul(dilated[1]))
+            .and_then(|v| v.checked_mul(i));
+        if inflated.is_none_or(|n| n > MAX_INFLATED_WEIGHTS) {
+            return Err(cx.limit(
+                op,
+                format!(
+                    "dilation {dy}x{dx} needs a zero-inflated kernel of {dilated:?} taps per channel, too large"
+                ),
+            ));
+        }
+    }
     let set = inflate(set, fy, fx);
     let depthwise = set.depthwise;
     let weights = finish_weights(cx, op, set.shape, set.values, scales)?;

@@ -34,7 +34,12 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let rank = xt.shape.len();
     let fits = pads.len() == rank
         && yt.shape.len() == rank
-        && (0..rank).all(|d| xt.shape[d] + pads[d].0 + pads[d].1 == yt.shape[d]);
+        && (0..rank).all(|d| {
+            xt.shape[d]
+                .checked_add(pads[d].0)
+                .and_then(|v| v.checked_add(pads[d].1))
+                == Some(yt.shape[d])
+        });
     if !fits {
         return Err(Lowering::invalid(
             op,

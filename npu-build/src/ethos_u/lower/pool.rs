@@ -61,7 +61,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ),
         ));
     }
-    if kh > MAX_POOL_KERNEL_H || kh * kw > MAX_POOL_KERNEL_AREA {
+    if kh > MAX_POOL_KERNEL_H || kh.saturating_mul(kw) > MAX_POOL_KERNEL_AREA {
         return Err(cx.limit(
             op,
             format!(
@@ -695,7 +695,7 @@ pub(super) fn check_window(
             .checked_sub(1)
             .and_then(|o| o.checked_mul(stride[i]))
             .and_then(|v| v.checked_add(dilated_kernel[i]));
-        let room = input[i] + pads[i].0 + pads[i].1;
+        let room = input[i].saturating_add(pads[i].0).saturating_add(pads[i].1);
         match reach {
             Some(r) if r <= room && r > pads[i].0 => {}
             _ => {
