@@ -126,3 +126,50 @@ fixture_tests!(
     op_softmax,
     mv2_224,
 );
+
+/// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see
+/// its README): every output byte as TFLite's reference kernels.
+#[test]
+fn extra_tflite_models() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tflite_extra");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .expect("tflite_extra dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 23, "{names:?}");
+    let mut failures = Vec::new();
+    for model in &names {
+        let dir = root.join(model);
+        let graph = match npu_build::import::load(&dir.join(format!("{model}.tflite"))) {
+            Ok(g) => g,
+            Err(e) => {
+                failures.push(format!("{model}: import failed: {e}"));
+                continue;
+            }
+        };
+        for k in 0..3 {
+            let inputs: Vec<Value> = (0..graph.inputs.len())
+                .map(|j| Value::read_npy(&dir.join(format!("input_{k}_{j}.npy"))).expect("input"))
+                .collect();
+            let outputs = match npu_build::reference::run(&graph, &inputs) {
+                Ok(o) => o,
+                Err(e) => {
+                    failures.push(format!("{model}: input {k}: {e}"));
+                    continue;
+                }
+            };
+            for (j, got) in outputs.iter().enumerate() {
+                let want =
+                    Value::read_npy(&dir.join(format!("output_{k}_{j}.npy"))).expect("output");
+                let d = differences(got, &want);
+                if !d.is_empty() {
+                    failures.push(format!("{model}: input {k}, output {j}: {d}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -193,15 +193,16 @@ impl Kernel for Pool {
     }
 }
 
-/// Which of TFLite's reduce.cc reference paths a quantized MEAN takes.
+/// How a quantized MEAN is computed.
+///
+/// TFLite 2.21's reference MEAN (`reduce.cc`, `kReference`) sends every 8-bit case through
+/// `QuantizedMeanOrSum`: the count is folded into the `input_scale / output_scale` multiplier
+/// (shifted left by `floor(log2(count))`, at most 32 and keeping the final shift >= -31, then
+/// divided by the count) and `sum(x) - zp_in * count` is rescaled with it. Older releases had
+/// special cases (a 4-D height/width kernel, a truncating same-scale mean); checked against
+/// TFLite 2.21 on models exercising them, they are not taken any more.
 #[derive(Clone, Copy)]
 enum MeanPath {
-    /// `keep_dims`, 4-D, axes {1, 2}: `reference_integer_ops::Mean` (sum of `x - zp`, rescale,
-    /// then divide by the count rounding half away from zero).
-    HeightWidth { rescale: Rescale },
-    /// Same scale and zero point in and out: sum of raw values divided by the count (truncating).
-    Plain,
-    /// General case: `QuantizedMeanOrSum`, the count folded into the multiplier.
     General { rescale: Rescale },
 }
 
@@ -272,13 +273,7 @@ impl Mean {
             .product();
         // PrepareMeanOrSum: the multiplier of input_scale / output_scale, in double.
         let base = Rescale::new(op, f64::from(si) / f64::from(so), "output")?;
-        let path = if keep_dims && rank == 4 && axes == [1, 2] {
-            MeanPath::HeightWidth { rescale: base }
-        } else if zi == zo && si.to_bits() == so.to_bits() {
-            MeanPath::Plain
-        } else {
-            // Fold 1/count into the multiplier: shift it left by floor(log2(count)) (at most 32,
-            // and keeping the final shift >= -31), then divide by the count.
+        let path = {
             let count = count.max(1) as u64;
             let mut shift = 63 - count.leading_zeros() as i32;
             shift = shift.min(32).min(31 + base.shift);
@@ -319,11 +314,7 @@ impl Mean {
         let mut o = 0usize;
         for v in x.iter().take(in_len) {
             let s = &mut sums[o];
-            *s = s.wrapping_add(match self.path {
-                // The 4-D path sums `x - zp`; the others sum raw values.
-                MeanPath::HeightWidth { .. } => v.get() - self.zi,
-                _ => v.get(),
-            });
+            *s = s.wrapping_add(v.get());
             let mut d = rank;
             while d > 0 {
                 d -= 1;
@@ -342,16 +333,6 @@ impl Mean {
                 0
             } else {
                 match self.path {
-                    MeanPath::HeightWidth { rescale } => {
-                        let a = rescale.apply(s);
-                        let a = if a > 0 {
-                            (a + count / 2) / count
-                        } else {
-                            (a - count / 2) / count
-                        };
-                        a.wrapping_add(self.zo)
-                    }
-                    MeanPath::Plain => s / count,
                     MeanPath::General { rescale } => rescale
                         .apply(s.wrapping_sub(self.zi.wrapping_mul(count)))
                         .wrapping_add(self.zo),
