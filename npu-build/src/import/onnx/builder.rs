@@ -29,7 +29,7 @@ pub(crate) struct Act {
 pub(crate) struct QConst {
     /// Name of the integer constant (the IR tensor gets it).
     pub name: String,
-    pub c: Const,
+    pub c: Rc<Const>,
     pub q: QParams,
 }
 
@@ -120,7 +120,14 @@ pub(crate) struct Builder {
     transposed: HashMap<(TensorId, Vec<usize>), TensorId>,
     /// IR tensors made of constants, keyed by value name and layout.
     pub const_cache: HashMap<(String, Vec<usize>), TensorId>,
+    /// Constant elements created so far (folding, re-layouts, IR constants).
+    const_elements: usize,
 }
+
+/// Most constant elements the importer creates for one model (folded values, re-laid-out
+/// weights, IR constants): far above any model an NPU runs, it bounds what a hostile file can
+/// make the importer allocate.
+pub(crate) const CONST_BUDGET: usize = 1 << 27;
 
 impl Builder {
     pub fn new(name: &str, opset: i64) -> Builder {
@@ -136,7 +143,19 @@ impl Builder {
             op_names: Names::default(),
             transposed: HashMap::new(),
             const_cache: HashMap::new(),
+            const_elements: 0,
         }
+    }
+
+    /// Accounts for `elements` new constant elements made for node `n`.
+    pub fn charge(&mut self, n: &Node, elements: usize) -> Result<()> {
+        self.const_elements = self.const_elements.saturating_add(elements);
+        if self.const_elements > CONST_BUDGET {
+            return Err(n.err(format!(
+                "the model's constants exceed the importer's limit of {CONST_BUDGET} elements"
+            )));
+        }
+        Ok(())
     }
 
     /// Adds a tensor named `name` (or a unique variation of it).

@@ -151,6 +151,7 @@ impl Builder {
                 self.fold_op(n, &consts)?
             }
         };
+        self.charge(n, folded.len())?;
         self.bind_output(n, Val::Const(Rc::new(folded)))?;
         Ok(true)
     }
@@ -235,7 +236,10 @@ impl Builder {
                 let mut dims = x.dims[..axis].to_vec();
                 dims.extend_from_slice(&idx_c.dims);
                 dims.extend_from_slice(&x.dims[axis + 1..]);
-                check_size(n, &dims)?;
+                if check_size(n, &dims)? == 0 {
+                    return Const::new(dims, x.elems.empty_like())
+                        .ok_or_else(|| n.err("bad constant"));
+                }
                 let outer: usize = x.dims[..axis].iter().product();
                 let inner: usize = x.dims[axis + 1..].iter().product();
                 let mut src = Vec::new();
@@ -276,7 +280,10 @@ impl Builder {
                     }
                     dims[axis] = dims[axis].saturating_add(p.dims[axis]);
                 }
-                check_size(n, &dims)?;
+                if check_size(n, &dims)? == 0 {
+                    return Const::new(dims, first.elems.empty_like())
+                        .ok_or_else(|| n.err("bad constant"));
+                }
                 let outer: usize = first.dims[..axis].iter().product();
                 let mut elems = first.elems.empty_like();
                 for o in 0..outer {
@@ -370,19 +377,19 @@ impl Builder {
         if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
             return Err(n.err("starts, ends, axes and steps differ in length"));
         }
-        // Indices taken along every axis.
-        let mut picks: Vec<Vec<usize>> = x.dims.iter().map(|&d| (0..d).collect()).collect();
+        // (start, step, count) along every axis.
+        let mut ranges: Vec<(i64, i64, usize)> = x.dims.iter().map(|&d| (0, 1, d)).collect();
         for (k, &a) in axes.iter().enumerate() {
-            let dim = x.dims[a] as i64;
+            let dim = i64::try_from(x.dims[a]).map_err(|_| n.err("dimension too large"))?;
             let step = steps[k];
             if step == 0 {
                 return Err(n.err("step 0"));
             }
-            let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
             if dim == 0 {
-                picks[a] = Vec::new();
+                ranges[a] = (0, 1, 0);
                 continue;
             }
+            let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
             let (s, e) = if step > 0 {
                 (norm(starts[k]).clamp(0, dim), norm(ends[k]).clamp(0, dim))
             } else {
@@ -391,19 +398,25 @@ impl Builder {
                     norm(ends[k]).clamp(-1, dim - 1),
                 )
             };
-            let mut v = Vec::new();
-            let mut i = s;
-            while (step > 0 && i < e) || (step < 0 && i > e) {
-                v.push(i as usize);
-                i = i.saturating_add(step);
-            }
-            picks[a] = v;
+            // Elements s, s + step, ... strictly before e (both within -1..=dim).
+            let span = if step > 0 { e - s } else { s - e };
+            let count = if span <= 0 {
+                0
+            } else {
+                (span as u64 - 1) / step.unsigned_abs() + 1
+            };
+            ranges[a] = (s, step, count as usize);
         }
-        let dims: Vec<usize> = picks.iter().map(Vec::len).collect();
-        check_size(n, &dims)?;
+        let dims: Vec<usize> = ranges.iter().map(|r| r.2).collect();
+        if check_size(n, &dims)? == 0 {
+            return Ok(Const::new(dims, x.elems.empty_like()));
+        }
         let mut idx = vec![0usize];
-        for (ax, pick) in picks.iter().enumerate() {
+        for (ax, &(start, step, count)) in ranges.iter().enumerate() {
             let inner: usize = x.dims[ax + 1..].iter().product();
+            let pick: Vec<usize> = (0..count as i64)
+                .map(|i| (start + i * step) as usize)
+                .collect();
             idx = idx
                 .iter()
                 .flat_map(|&base| pick.iter().map(move |&p| base + p * inner))

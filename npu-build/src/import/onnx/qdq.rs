@@ -281,6 +281,7 @@ impl Builder {
         let out = n.output()?.to_string();
         let v = match x {
             Val::Const(c) => {
+                self.charge(n, c.len())?;
                 let reals = match &c.elems {
                     Elems::F32(v) => v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
                     other => {
@@ -297,6 +298,7 @@ impl Builder {
                 }))
             }
             Val::DeqConst(qc) => {
+                self.charge(n, qc.c.len())?;
                 check_axis_len(n, &q, &qc.c.dims)?;
                 let reals = dequantize_values(&qc);
                 Val::Const(Rc::new(Const {
@@ -370,11 +372,7 @@ impl Builder {
                 }
                 check_axis_len(n, &q, &c.dims)?;
                 let name = n.req_input(0)?.to_string();
-                Val::DeqConst(Rc::new(QConst {
-                    name,
-                    c: (*c).clone(),
-                    q,
-                }))
+                Val::DeqConst(Rc::new(QConst { name, c, q }))
             }
             Val::Int(a) => {
                 let iq = q.per_tensor(n)?;

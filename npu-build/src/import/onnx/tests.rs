@@ -752,3 +752,37 @@ fn symbolic_batch_runs_as_one() {
     assert_eq!(g.tensors[g.outputs[0]].name, "y");
     assert_ne!(g.inputs[0], g.outputs[0]);
 }
+
+#[test]
+fn slice_and_gather_fold() {
+    let m = M::new()
+        .input("x", dt::INT8, &[1, 2, 3, 4])
+        .output("z", dt::INT8, &[1, 3, 8])
+        .init(T::from_i64("first", &[1], &[-4]))
+        .init(T::from_i64("s3", &[1], &[3]))
+        .init(T::from_i64("s0", &[1], &[0]))
+        .init(T::from_i64("m1", &[1], &[-1]))
+        .init(T::from_i64("big", &[1], &[i64::MAX]))
+        .init(T::from_i64("two", &[1], &[2]))
+        .node("Shape", &["x"], &["sh"], vec![])
+        .node("Gather", &["sh", "first"], &["n"], vec![])
+        .node("Slice", &["sh", "s3", "s0", "s0", "m1"], &["rev"], vec![])
+        .node("Concat", &["n", "rev"], &["spec"], vec![A::int("axis", 0)])
+        .node("Reshape", &["x", "spec"], &["y"], vec![])
+        .node("Slice", &["sh", "s0", "big", "s0", "two"], &["odd"], vec![])
+        .node(
+            "Concat",
+            &["odd", "m1"],
+            &["spec2"],
+            vec![A::int("axis", 0)],
+        )
+        .node("Reshape", &["y", "spec2"], &["z"], vec![]);
+    let g = m.ok();
+    // [1, 2, 3, 4] -> [1] ++ [4, 3, 2] -> [1, 3] ++ [-1]
+    let shapes: Vec<&[usize]> = g
+        .ops
+        .iter()
+        .map(|op| g.tensors[op.outputs[0]].shape.as_slice())
+        .collect();
+    assert_eq!(shapes, [&[1, 4, 3, 2][..], &[1, 3, 8][..]]);
+}

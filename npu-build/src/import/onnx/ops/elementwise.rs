@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use super::super::builder::{Act, Builder, Pending, QConst, Val, activation_from_bounds};
 use super::super::builder::{combine_activations, fused_activation, set_fused_activation};
+use super::super::constant::Const;
 use super::super::layout;
 use super::super::model::Node;
 use super::super::qdq;
@@ -103,7 +104,11 @@ impl Builder {
         let mut padded = c.clone();
         let mut dims = vec![1; r - c.c.dims.len()];
         dims.extend_from_slice(&c.c.dims);
-        padded.c.dims = dims;
+        self.charge(n, c.c.len())?;
+        padded.c = Rc::new(Const {
+            dims,
+            elems: c.c.elems.clone(),
+        });
         let id = self.const_tensor(n, &key, &padded, &const_layout(&x.perm))?;
         Ok((x.clone(), id))
     }

@@ -169,7 +169,10 @@ impl Builder {
             Val::Int(a) => Val::Int(self.reshaped_act(&a, &out_shape, &out_name, n)?),
             Val::Deq(a) => Val::Deq(self.reshaped_act(&a, &out_shape, &out_name, n)?),
             Val::Float(a) => Val::Float(self.reshaped_act(&a, &out_shape, &out_name, n)?),
-            Val::DeqConst(qc) => Val::DeqConst(Rc::new(reshape_qconst(n, &qc, out_shape)?)),
+            Val::DeqConst(qc) => {
+                self.charge(n, qc.c.len())?;
+                Val::DeqConst(Rc::new(reshape_qconst(n, &qc, out_shape)?))
+            }
             other => return Err(self.not_quantized(n, 0, &other)),
         };
         self.bind_output(n, v)
@@ -208,9 +211,10 @@ impl Builder {
                         .ok_or_else(|| n.err("cannot transpose the constant"))?;
                 let mut q = qc.q.clone();
                 q.axis = q.axis.and_then(|a| p.iter().position(|&x| x == a));
+                self.charge(n, c.len())?;
                 Val::DeqConst(Rc::new(QConst {
                     name: qc.name.clone(),
-                    c,
+                    c: Rc::new(c),
                     q,
                 }))
             }
@@ -419,7 +423,7 @@ fn reshape_qconst(n: &Node, qc: &QConst, dims: Vec<usize>) -> Result<QConst> {
         .ok_or_else(|| n.err("reshape changes the element count"))?;
     Ok(QConst {
         name: qc.name.clone(),
-        c,
+        c: Rc::new(c),
         q,
     })
 }

@@ -49,6 +49,7 @@ impl Builder {
             return Ok(id);
         }
         let (c, q) = to_int8(qc);
+        self.charge(n, c.len().saturating_mul(4))?;
         let moved = c.transpose(t).ok_or_else(|| {
             n.err(format!(
                 "cannot lay out constant '{}' of shape {:?}",
@@ -219,19 +220,19 @@ fn quantize_bias(reals: &[f64], scales: &[f32]) -> std::result::Result<Vec<i64>,
 }
 
 /// UINT8 constants as INT8 with the zero point moved by 128; other constants unchanged.
-fn to_int8(qc: &QConst) -> (Const, QParams) {
+fn to_int8(qc: &QConst) -> (Rc<Const>, QParams) {
     match &qc.c.elems {
         Elems::U8(v) => {
-            let c = Const {
+            let c = Rc::new(Const {
                 dims: qc.c.dims.clone(),
                 elems: Elems::I8(v.iter().map(|&x| (x ^ 0x80) as i8).collect()),
-            };
+            });
             let mut q = qc.q.clone();
             q.zero_point.iter_mut().for_each(|z| *z -= 128);
             q.dtype = DType::I8;
             (c, q)
         }
-        _ => (qc.c.clone(), qc.q.clone()),
+        _ => (Rc::clone(&qc.c), qc.q.clone()),
     }
 }
 
