@@ -1161,3 +1161,58 @@ fn mobilenet_v2_rebuilt_from_vela_registers_matches_including_blockdep() {
         bad.join("\n")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Running our stream on the virtual NPU.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn conv1x1_stream_runs_bit_exact_on_the_virtual_npu() {
+    use npu_build::value::Value;
+    use npu_rt::sim::{Regions, VirtualNpu};
+    let dir = npu_tests::fixtures_dir().join("op_conv1x1");
+    for accel in ACCELS {
+        let op = base_op(
+            "conv1x1",
+            NpuOpKind::Conv(no_weights()),
+            ([8, 8, 32], -1),
+            ([8, 8, 64], 0),
+        );
+        let w = if accel.cores == 1 {
+            streams(&[(0x0, 0x280, 0x280, 0x810)])
+        } else {
+            streams(&[(0x0, 0x140, 0x140, 0x410), (0x550, 0x140, 0x690, 0x410)])
+        };
+        let words = emit_single(accel, op, [2048, 4096], [0x1000, 0x0], Some(w));
+        let payload = npu_build::ethos_u::compile::cop1_writer(accel)
+            .to_vec(&words)
+            .expect("COP1 payload");
+        // Vela's encoded weights and scales are region 0.
+        let weights = std::fs::read(vela_dir("op_conv1x1", accel).join("weights.bin")).unwrap();
+        for k in 0..3 {
+            let input = Value::read_npy(&dir.join(format!("io/input_{k}.npy"))).unwrap();
+            let want = Value::read_npy(&dir.join(format!("io/output_{k}.npy"))).unwrap();
+            let mut arena = vec![0u8; 0x1000 + 2048];
+            let bytes = input.data.to_le_bytes();
+            assert_eq!(bytes.len(), 2048);
+            arena[0x1000..].copy_from_slice(&bytes);
+            let mut regions = Regions::new();
+            regions.set(0, &weights).set_mut(1, &mut arena);
+            let mut npu = VirtualNpu::new(accel);
+            npu.run(&payload, &mut regions)
+                .unwrap_or_else(|e| panic!("{} input {k}: {e}", accel.name));
+            let want = want.data.to_le_bytes();
+            assert_eq!(want.len(), 4096);
+            let wrong = arena[..4096]
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert_eq!(
+                wrong, 0,
+                "{} input {k}: {wrong} of 4096 output bytes differ",
+                accel.name
+            );
+        }
+    }
+}
