@@ -173,3 +173,53 @@ fn extra_tflite_models() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// FNV-1a (64-bit) of a byte string.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// mv2_224's fixture outputs are constant (its last ~20 layers carry a single value), so the
+/// output comparison alone says little about most of the network. `data/mv2_224_tflite_tensors.tsv`
+/// holds digests of every intermediate activation under TFLite's reference kernels (made by
+/// `data/mv2_224_tflite_tensors.py`); each must match ours.
+#[test]
+fn mv2_224_every_intermediate_tensor() {
+    let data = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let table = std::fs::read_to_string(data.join("mv2_224_tflite_tensors.tsv")).expect("tsv");
+    let dir = npu_tests::fixtures_dir().join("mv2_224");
+    let graph = npu_build::import::load(&dir.join("mv2_224.tflite")).expect("import");
+    let interp = npu_build::reference::Interpreter::new(&graph).expect("prepare");
+    let mut all = Vec::new();
+    for k in 0..3 {
+        let x = Value::read_npy(&dir.join(format!("io/input_{k}.npy"))).expect("input");
+        all.push(interp.run_all(&[x]).expect("run"));
+    }
+    let (mut checked, mut failures) = (0, Vec::new());
+    for line in table.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let (k, name, want): (usize, &str, &str) = (f[0].parse().expect("k"), f[1], f[3]);
+        let id = graph
+            .tensors
+            .iter()
+            .position(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no tensor '{name}' in the imported graph"));
+        let v = all[k][id]
+            .as_ref()
+            .unwrap_or_else(|| panic!("'{name}' has no value"));
+        let got = format!("{:016x}", fnv1a64(&v.data.to_le_bytes()));
+        if got != want {
+            failures.push(format!("input {k}: '{name}'"));
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 192);
+    assert!(
+        failures.is_empty(),
+        "{} tensors differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
