@@ -786,3 +786,33 @@ fn slice_and_gather_fold() {
         .collect();
     assert_eq!(shapes, [&[1, 4, 3, 2][..], &[1, 3, 8][..]]);
 }
+
+#[test]
+fn gemm_trans_a_is_a_transposed_view() {
+    let w: Vec<i8> = (0..12).map(|i| i as i8 * 5 - 30).collect();
+    let model = |trans_a: i64, in_dims: &[i64]| {
+        weights(M::new(), "w", &[3, 4], &w, &[0.1, 0.2, 0.3])
+            .input("x", dt::INT8, in_dims)
+            .output("y", dt::INT8, &[2, 3])
+            .qparams("qi", 0.5, 0)
+            .qparams("qo", 1.0, 0)
+            .dq("x", "qi", "xd")
+            .node(
+                "Gemm",
+                &["xd", "w_dq"],
+                &["g"],
+                vec![A::int("transB", 1), A::int("transA", trans_a)],
+            )
+            .q("g", "qo", "y")
+            .ok()
+    };
+    let plain = model(0, &[2, 4]);
+    let trans = model(1, &[4, 2]);
+    assert_eq!(kinds(&trans), ["Transpose", "FullyConnected"]);
+    let x: Vec<i8> = vec![3, -7, 12, 5, -1, 9, 4, -11];
+    let xt: Vec<i8> = (0..8).map(|i| x[(i % 2) * 4 + i / 2]).collect();
+    let a = crate::reference::run(&plain, &[Value::new(vec![2, 4], Data::I8(x)).unwrap()]).unwrap();
+    let b =
+        crate::reference::run(&trans, &[Value::new(vec![4, 2], Data::I8(xt)).unwrap()]).unwrap();
+    assert_eq!(a, b);
+}

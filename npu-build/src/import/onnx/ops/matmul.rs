@@ -8,6 +8,18 @@ use super::super::model::Node;
 use crate::error::Result;
 use crate::ir::{Activation, OpKind};
 
+/// How the weights of a MatMul / Gemm become FullyConnected's `[O, I]`.
+struct WeightLayout<'a> {
+    /// Input size (I).
+    k: usize,
+    /// Output channels (O).
+    out_ch: usize,
+    /// Transposition from ONNX dims to `[O, I]`.
+    t: &'a [usize],
+    /// ONNX axis of the output channels (for per-channel scales).
+    channel_axis: usize,
+}
+
 impl Builder {
     /// `MatMul(A, B)` with constant `B [K, N]`.
     pub(crate) fn matmul(&mut self, n: &Node) -> Result<()> {
@@ -21,15 +33,19 @@ impl Builder {
         let [k, out_ch] = wq.c.dims[..] else {
             return Err(n.err(format!("weights shape {:?} is not [K, N]", wq.c.dims)));
         };
-        self.fully_connected(n, k, out_ch, &[1, 0], 1, None)
+        let w = WeightLayout {
+            k,
+            out_ch,
+            t: &[1, 0],
+            channel_axis: 1,
+        };
+        self.fully_connected(n, false, &w, None)
     }
 
-    /// `Gemm(A, B, C)`: `alpha = beta = 1`, `transA = 0`, constant `B`.
+    /// `Gemm(A, B, C)`: `alpha = beta = 1`, constant `B`.
     pub(crate) fn gemm(&mut self, n: &Node) -> Result<()> {
         n.max_inputs(3)?;
-        if n.attr_i_or("transA", 0)? != 0 {
-            return Err(n.err("transA=1 is not supported"));
-        }
+        let trans_a = n.attr_i_or("transA", 0)? != 0;
         for a in ["alpha", "beta"] {
             if let Some(v) = n.attr_f(a)?
                 && v != 1.0
@@ -49,24 +65,33 @@ impl Builder {
         if a_rank != 2 {
             return Err(n.err(format!("input A has rank {a_rank}; Gemm needs a 2-D input")));
         }
-        self.fully_connected(n, k, out_ch, t, axis, Some(2))
+        let w = WeightLayout {
+            k,
+            out_ch,
+            t,
+            channel_axis: axis,
+        };
+        self.fully_connected(n, trans_a, &w, Some(2))
     }
 
-    /// Shared tail of MatMul and Gemm: weights (input 1) laid out by `t` into `[O, I]` with the
-    /// output channel on ONNX axis `channel_axis`, optional bias input.
+    /// Shared tail of MatMul and Gemm: input 0 (transposed for `trans_a`), weights (input 1)
+    /// laid out per `w`, optional bias input.
     fn fully_connected(
         &mut self,
         n: &Node,
-        k: usize,
-        out_ch: usize,
-        t: &[usize],
-        channel_axis: usize,
+        trans_a: bool,
+        w: &WeightLayout,
         bias_input: Option<usize>,
     ) -> Result<()> {
-        let a = match self.input(n, 0)? {
+        let (k, out_ch) = (w.k, w.out_ch);
+        let mut a = match self.input(n, 0)? {
             Val::Deq(a) => a,
             other => return Err(self.not_quantized(n, 0, &other)),
         };
+        if trans_a {
+            // Gemm's A is 2-D (checked); its transpose is only a change of view.
+            a.perm = layout::compose(&a.perm, &[1, 0]).unwrap_or_default();
+        }
         let a_shape = self.act_shape(&a);
         if a_shape.last() != Some(&k) {
             return Err(n.err(format!(
@@ -83,7 +108,7 @@ impl Builder {
             .quant_of(a.id)
             .ok_or_else(|| n.err("the input has no quantization"))?;
         let wq = self.weights_input(n, 1)?;
-        let (w_id, w_q) = self.weight_tensor(n, 1, &wq, t, channel_axis)?;
+        let (w_id, w_q) = self.weight_tensor(n, 1, &wq, w.t, w.channel_axis)?;
         let bias = match bias_input {
             Some(i) => self.bias_tensor(n, i, in_q.scale(), &w_q, out_ch)?,
             None => None,
