@@ -91,6 +91,8 @@ pub struct VirtualNpu {
     check_config: bool,
     /// Work done since the last reset (MACs + output elements + DMA bytes).
     pub(crate) work: u64,
+    /// Counters of the last completed run (for callers going through the `Npu` trait).
+    last_stats: Option<Stats>,
 }
 
 impl core::fmt::Debug for VirtualNpu {
@@ -113,6 +115,7 @@ impl VirtualNpu {
             cache: weight_cache::WeightCache::default(),
             check_config: true,
             work: 0,
+            last_stats: None,
         }
     }
 
@@ -184,7 +187,14 @@ impl VirtualNpu {
         } else {
             self.execute(stream, 0, regions, &mut stats)?;
         }
+        self.last_stats = Some(stats.clone());
         Ok(stats)
+    }
+
+    /// Counters of the last run that completed (`None` before the first), e.g. after a
+    /// generated `run` function drove this NPU through the [`crate::Npu`] trait.
+    pub fn last_stats(&self) -> Option<&Stats> {
+        self.last_stats.as_ref()
     }
 
     fn check_payload_config(&self, config: u32) -> Result<(), SimError> {
