@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::error::Result;
 
+mod bench;
 mod compile;
 mod disasm;
 mod inspect;
@@ -32,6 +33,8 @@ enum Command {
     Compile(compile::Args),
     /// Compile a model and print its memory and operator report as JSON.
     Report(compile::ReportArgs),
+    /// Our backend against Vela on every fixture: cycles, SRAM, flash, compile time.
+    Bench(bench::Args),
 }
 
 /// Entry point of the `npu` binary: parses `std::env::args` and runs the subcommand.
@@ -44,5 +47,6 @@ pub fn main() -> Result<()> {
         Command::Disasm(a) => disasm::run(a),
         Command::Compile(a) => compile::run(a),
         Command::Report(a) => compile::report(a),
+        Command::Bench(a) => bench::run(a),
     }
 }

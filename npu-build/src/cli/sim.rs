@@ -5,15 +5,21 @@
 //! `scratch_size` bytes is region 1 (and `scratch_fast_size` bytes region 2 when non-zero);
 //! inputs are written at `input_offset[i]` of `input_region[i]`, outputs read at
 //! `output_offset[i]` of `output_region[i]`.
+//!
+//! `--stats` adds the cycle estimate of [`crate::ethos_u::perf`] (`cycles_estimate`, `time_ms`
+//! in JSON; one row per operation with `--per-op`) for meta.json's system configuration and
+//! memory mode, or `--system-config` / `--memory-mode`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use npu_rt::ethos_u::config::AcceleratorConfig;
-use npu_rt::sim::{Regions, Stats, VirtualNpu};
+use npu_rt::sim::{OpKind, Regions, Stats, VirtualNpu};
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
+use crate::ethos_u::perf::{Estimate, estimate_stream};
+use crate::target::Target;
 use crate::value::{Data, Value};
 
 #[derive(clap::Args, Debug)]
@@ -32,6 +38,17 @@ pub struct Args {
     /// Print the counters as JSON.
     #[arg(long, requires = "stats")]
     pub json: bool,
+    /// With --stats: add one row per operation with its cycle estimate.
+    #[arg(long, requires = "stats")]
+    pub per_op: bool,
+    /// System configuration for the cycle estimate (default: meta.json's "system_config",
+    /// else the accelerator's default).
+    #[arg(long)]
+    pub system_config: Option<String>,
+    /// Memory mode for the cycle estimate (default: meta.json's "memory_mode", else the
+    /// accelerator's default).
+    #[arg(long)]
+    pub memory_mode: Option<String>,
     /// Accelerator configuration (default: meta.json's "accelerator").
     #[arg(long)]
     pub accelerator: Option<String>,
@@ -64,14 +81,100 @@ pub fn run(args: Args) -> Result<()> {
         value.write_npy(path)?;
     }
     if args.stats {
+        let target = dir.target(
+            config,
+            args.system_config.as_deref(),
+            args.memory_mode.as_deref(),
+        )?;
+        let estimate = estimate_stream(&dir.cmd_stream, &target)?;
         let text = if args.json {
-            stats_json(&stats)
+            let mut v = stats_value(&stats);
+            add_estimate_json(&mut v, &stats, &estimate, args.per_op);
+            v.to_string()
         } else {
-            stats_text(&stats, config)
+            let mut t = stats_text(&stats, config);
+            t.push('\n');
+            t.push_str(&estimate_text(&estimate, args.per_op));
+            t
         };
         println!("{text}");
     }
     Ok(())
+}
+
+/// Adds the cycle estimate to the counters' JSON: `npu_ops`, `cycles_estimate`, `time_ms`, the
+/// estimate's details under `"estimate"` (per-operation rows with `per_op`).
+pub fn add_estimate_json(v: &mut Json, stats: &Stats, estimate: &Estimate, per_op: bool) {
+    let npu_ops = stats.ops.iter().filter(|o| o.kind != OpKind::Dma).count();
+    v["npu_ops"] = npu_ops.into();
+    v["cycles_estimate"] = estimate.total_cycles.into();
+    v["time_ms"] = estimate.time_ms().into();
+    v["estimate"] = estimate.to_json(per_op);
+}
+
+/// The cycle estimate as text; with `per_op`, one line per operation and DMA.
+pub fn estimate_text(e: &Estimate, per_op: bool) -> String {
+    let mut s = String::new();
+    if per_op {
+        let _ = writeln!(
+            s,
+            "{:>10}  {:<22} {:>16} {:>16} {:>10} {:>10} {:>10} {:>12}",
+            "offset", "operation", "OFM", "block", "compute", "memory", "cycles", "end"
+        );
+        let mut dmas = e.dmas.iter().peekable();
+        for op in &e.ops {
+            while let Some(d) = dmas.next_if(|d| d.offset < op.offset) {
+                let _ = writeln!(
+                    s,
+                    "{:>#10x}  {:<22} {:>16} {:>16} {:>10} {:>10} {:>10} {:>12}",
+                    d.offset,
+                    "dma",
+                    format!("{} B", d.bytes),
+                    "",
+                    "",
+                    "",
+                    d.cost.cycles,
+                    d.end
+                );
+            }
+            let shape = |v: &[u64; 3]| format!("{}x{}x{}", v[0], v[1], v[2]);
+            let memory = op.cost.access.iter().copied().max().unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "{:>#10x}  {:<22} {:>16} {:>16} {:>10} {:>10} {:>10} {:>12}",
+                op.offset,
+                op.kind,
+                shape(&op.ofm),
+                shape(&op.ofm_block),
+                op.cost.compute,
+                memory,
+                op.cost.cycles(),
+                op.end
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "estimate ({}): {} cycles = {:.4} ms at {} MHz; compute {}, operations {}, DMA {}, DMA stalls {}",
+        e.target,
+        e.total_cycles,
+        e.time_ms(),
+        e.clock_hz / 1e6,
+        e.compute_cycles,
+        e.op_cycles,
+        e.dma_cycles,
+        e.stall_cycles
+    );
+    for m in &e.memories {
+        if m.bytes_read + m.bytes_written > 0 {
+            let _ = writeln!(
+                s,
+                "  {:<13} read {:>12} B, written {:>12} B, busy {:>12} cycles",
+                m.name, m.bytes_read, m.bytes_written, m.access_cycles
+            );
+        }
+    }
+    s.trim_end().to_string()
 }
 
 /// A compiled directory: command stream, weights and Vela's metadata.
@@ -165,6 +268,22 @@ impl CompiledDir {
             given: name,
             valid: AcceleratorConfig::names().join(", "),
         })
+    }
+
+    /// The target for the cycle estimate: `config` with the given system configuration and
+    /// memory mode, else meta.json's (Vela writes them), else the accelerator's defaults.
+    pub fn target(
+        &self,
+        config: &'static AcceleratorConfig,
+        system_config: Option<&str>,
+        memory_mode: Option<&str>,
+    ) -> Result<Target> {
+        let meta = |k: &str| self.meta.get(k).and_then(Json::as_str);
+        Target::new(
+            config.name,
+            system_config.or_else(|| meta("system_config")),
+            memory_mode.or_else(|| meta("memory_mode")),
+        )
     }
 
     /// Runs the directory's stream on `inputs`; returns the outputs and the counters.
@@ -347,6 +466,11 @@ pub fn stats_text(stats: &Stats, config: &AcceleratorConfig) -> String {
 
 /// Counters as JSON.
 pub fn stats_json(stats: &Stats) -> String {
+    stats_value(stats).to_string()
+}
+
+/// Counters as a JSON value.
+pub fn stats_value(stats: &Stats) -> Json {
     let ops: Vec<Json> = stats
         .ops
         .iter()
@@ -378,5 +502,4 @@ pub fn stats_json(stats: &Stats) -> String {
         "by_kind": by_kind,
         "ops": ops,
     })
-    .to_string()
 }

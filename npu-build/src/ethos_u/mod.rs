@@ -14,6 +14,7 @@ pub mod compile;
 pub mod emit;
 pub mod lower;
 pub mod npu_op;
+pub mod perf;
 pub mod weights;
 
 pub use artifact::{Compiled, IoTensor};

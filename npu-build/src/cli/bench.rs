@@ -1,0 +1,343 @@
+//! `npu bench [--fixtures DIR] [--model NAME]... [-t ACCEL]... [--json] [--vela PATH]`: our
+//! backend against Vela, fixture by fixture.
+//!
+//! For every fixture model (`DIR/<name>/<name>.tflite`) and accelerator configuration with a
+//! Vela compilation (`DIR/<name>/vela/<accel>/`), prints Vela's stream and ours side by side:
+//! cycles under the same performance model ([`crate::ethos_u::perf`], with Vela's system
+//! configuration and memory mode from its `meta.json`), Vela's own `cycles_total`
+//! (`summary.csv`), SRAM and flash bytes (arena and read-only data placed by the memory mode),
+//! and our compile time. With `--vela PATH` (a `vela` executable) it also times Vela's compile of
+//! the same model and options. A model our backend cannot compile gets `-` and the error.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{Value as Json, json};
+
+use super::compile::compile_model;
+use super::sim::CompiledDir;
+use crate::error::{Error, Result};
+use crate::ethos_u::perf::estimate_stream;
+use crate::target::{ACCELERATOR_NAMES, Target};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Fixtures directory (each model in `<name>/<name>.tflite` with `vela/<accel>/`).
+    #[arg(long, default_value = "fixtures")]
+    pub fixtures: PathBuf,
+    /// Only these models (default: all).
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// Only these accelerator configurations (default: every one with a Vela compilation).
+    #[arg(long = "target", short = 't')]
+    pub targets: Vec<String>,
+    /// Print JSON (one object per row) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// A `vela` executable to time Vela's compile of the same model and options.
+    #[arg(long)]
+    pub vela: Option<PathBuf>,
+    /// Only estimate Vela's streams (the model's calibration against Vela's own numbers).
+    #[arg(long)]
+    pub vela_only: bool,
+}
+
+/// Bytes of each memory kind a compiled model needs.
+#[derive(Debug, Clone, Copy)]
+struct Footprint {
+    /// Arena if it lives in SRAM, plus the cache (fast scratch) when the mode has one.
+    sram: usize,
+    dram: usize,
+    flash: usize,
+}
+
+impl Footprint {
+    fn new(target: &Target, arena: usize, fast_scratch: usize, consts: usize) -> Self {
+        let (sram, dram, flash) = target.memory_use(arena, consts);
+        let cache = if target.uses_cache() { fast_scratch } else { 0 };
+        Footprint {
+            sram: sram + cache,
+            dram,
+            flash,
+        }
+    }
+
+    /// Off-chip bytes (flash + DRAM).
+    fn external(&self) -> usize {
+        self.dram + self.flash
+    }
+
+    fn json(&self) -> Json {
+        json!({"sram_bytes": self.sram, "dram_bytes": self.dram, "flash_bytes": self.flash})
+    }
+}
+
+/// Our side of one row.
+#[derive(Debug, Clone)]
+struct Ours {
+    cycles: u64,
+    memory: Footprint,
+    compile_ms: f64,
+}
+
+/// Vela's side of one row.
+#[derive(Debug, Clone)]
+struct Vela {
+    /// Vela's stream under our model.
+    cycles: u64,
+    /// Vela's own estimate (`summary.csv` `cycles_total`).
+    reported: Option<u64>,
+    memory: Footprint,
+    compile_ms: Option<f64>,
+}
+
+#[derive(Debug)]
+struct Row {
+    model: String,
+    target: Target,
+    vela: std::result::Result<Vela, String>,
+    ours: std::result::Result<Ours, String>,
+}
+
+fn names_in(dir: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// `column` of Vela's `summary.csv` data row.
+fn summary_value(dir: &Path, column: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join("summary.csv")).ok()?;
+    let mut lines = text.lines();
+    let header = lines.next()?;
+    let row = lines.next()?;
+    let i = header.split(',').position(|h| h == column)?;
+    row.split(',').nth(i)?.trim().parse().ok()
+}
+
+fn vela_side(dir: &Path, target: &Target, model: &Path, vela: Option<&Path>) -> Result<Vela> {
+    let compiled = CompiledDir::load(dir)?;
+    let estimate = estimate_stream(&compiled.cmd_stream, target)?;
+    let meta = |k: &str| compiled.meta.get(k).and_then(Json::as_u64).unwrap_or(0) as usize;
+    let consts = compiled.weights.len() + compiled.cmd_stream.len();
+    let memory = Footprint::new(
+        target,
+        meta("scratch_size"),
+        meta("scratch_fast_size"),
+        consts,
+    );
+    let compile_ms = match vela {
+        Some(exe) => Some(time_vela(exe, model, target)?),
+        None => None,
+    };
+    Ok(Vela {
+        cycles: estimate.total_cycles,
+        reported: summary_value(dir, "cycles_total").map(|v| v as u64),
+        memory,
+        compile_ms,
+    })
+}
+
+/// Runs Vela on `model` for `target` into a temporary directory; returns the wall time.
+fn time_vela(exe: &Path, model: &Path, target: &Target) -> Result<f64> {
+    let out = std::env::temp_dir().join(format!("npu-bench-vela-{}", std::process::id()));
+    let start = Instant::now();
+    let status = std::process::Command::new(exe)
+        .arg(model)
+        .args(["--accelerator-config", target.accelerator.name])
+        .args(["--config", "Arm/vela.ini"])
+        .args(["--system-config", target.system_config.name])
+        .args(["--memory-mode", target.memory_mode.name])
+        .args(["--output-format", "raw", "--output-dir"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| Error::io(exe, e))?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let _ = std::fs::remove_dir_all(&out);
+    if status.success() {
+        Ok(ms)
+    } else {
+        Err(Error::Other(format!("{} failed ({status})", exe.display())))
+    }
+}
+
+fn our_side(model: &Path, target: &Target) -> Result<Ours> {
+    let start = Instant::now();
+    let c = compile_model(model, target)?;
+    let compile_ms = start.elapsed().as_secs_f64() * 1e3;
+    let estimate = estimate_stream(&c.command_stream, target)?;
+    Ok(Ours {
+        cycles: estimate.total_cycles,
+        memory: Footprint::new(target, c.arena_size, c.fast_scratch_size, c.flash_bytes()),
+        compile_ms,
+    })
+}
+
+/// First line of an error, for a table cell.
+fn brief(e: &Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+fn rows(args: &Args) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for name in names_in(&args.fixtures)? {
+        if !args.models.is_empty() && !args.models.contains(&name) {
+            continue;
+        }
+        let model = args.fixtures.join(&name).join(format!("{name}.tflite"));
+        if !model.is_file() {
+            continue;
+        }
+        let vela_root = args.fixtures.join(&name).join("vela");
+        for accel in ACCELERATOR_NAMES {
+            if !args.targets.is_empty() && !args.targets.iter().any(|t| t == accel) {
+                continue;
+            }
+            let dir = vela_root.join(accel);
+            if !dir.is_dir() {
+                continue;
+            }
+            let compiled = CompiledDir::load(&dir)?;
+            let config = compiled.accelerator(Some(accel))?;
+            let target = compiled.target(config, None, None)?;
+            let vela =
+                vela_side(&dir, &target, &model, args.vela.as_deref()).map_err(|e| brief(&e));
+            let ours = if args.vela_only {
+                Err("not compiled (--vela-only)".to_string())
+            } else {
+                our_side(&model, &target).map_err(|e| brief(&e))
+            };
+            rows.push(Row {
+                model: name.clone(),
+                target,
+                vela,
+                ours,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn row_json(r: &Row) -> Json {
+    let vela = match &r.vela {
+        Ok(v) => json!({
+            "cycles": v.cycles, "vela_cycles_total": v.reported, "memory": v.memory.json(),
+            "compile_ms": v.compile_ms,
+        }),
+        Err(e) => json!({ "error": e }),
+    };
+    let ours = match &r.ours {
+        Ok(o) => json!({
+            "cycles": o.cycles, "memory": o.memory.json(), "compile_ms": o.compile_ms,
+        }),
+        Err(e) => json!({ "error": e }),
+    };
+    json!({
+        "model": r.model,
+        "accelerator": r.target.accelerator.name,
+        "system_config": r.target.system_config.name,
+        "memory_mode": r.target.memory_mode.name,
+        "vela": vela,
+        "ours": ours,
+    })
+}
+
+/// The side-by-side table (`vela_only`: without our columns' errors).
+fn table(rows: &[Row], vela_only: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<20} {:<14} | {:>10} {:>10} {:>10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+        "model",
+        "accelerator",
+        "vela(own)",
+        "vela",
+        "ours",
+        "ratio",
+        "sram vela",
+        "sram ours",
+        "ext vela",
+        "ext ours",
+        "ms vela",
+        "ms ours"
+    );
+    let _ = writeln!(
+        s,
+        "{:<20} {:<14} | {:>10} {:>10} {:>10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+        "",
+        "",
+        "cycles",
+        "cycles",
+        "cycles",
+        "o/v",
+        "bytes",
+        "bytes",
+        "bytes",
+        "bytes",
+        "compile",
+        "compile"
+    );
+    let dash = || "-".to_string();
+    for r in rows {
+        let (vo, vc, vs, vf, vm) = match &r.vela {
+            Ok(v) => (
+                v.reported.map_or_else(dash, |c| c.to_string()),
+                v.cycles.to_string(),
+                v.memory.sram.to_string(),
+                v.memory.external().to_string(),
+                v.compile_ms.map_or_else(dash, |m| format!("{m:.0}")),
+            ),
+            Err(_) => (dash(), dash(), dash(), dash(), dash()),
+        };
+        let (oc, os, of, om, ratio) = match (&r.ours, &r.vela) {
+            (Ok(o), v) => (
+                o.cycles.to_string(),
+                o.memory.sram.to_string(),
+                o.memory.external().to_string(),
+                format!("{:.1}", o.compile_ms),
+                match v {
+                    Ok(v) if v.cycles > 0 => format!("{:.2}", o.cycles as f64 / v.cycles as f64),
+                    _ => dash(),
+                },
+            ),
+            (Err(_), _) => (dash(), dash(), dash(), dash(), dash()),
+        };
+        let _ = write!(
+            s,
+            "{:<20} {:<14} | {:>10} {:>10} {:>10} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+            r.model, r.target.accelerator.name, vo, vc, oc, ratio, vs, os, vf, of, vm, om
+        );
+        let ours_err = r.ours.as_ref().err().filter(|_| !vela_only);
+        for (who, e) in [("ours", ours_err), ("vela", r.vela.as_ref().err())] {
+            if let Some(e) = e {
+                let _ = write!(s, "  [{who}: {e}]");
+            }
+        }
+        s.push('\n');
+    }
+    s.push_str(
+        "cycles: estimate of ethos_u::perf for each stream (vela(own): Vela's summary.csv \
+         cycles_total); ratio = ours / vela; sram: SRAM bytes (arena and/or cache, by memory mode); \
+         ext: off-chip flash + DRAM bytes (read-only data: weights + command stream, and the arena \
+         when the mode puts it in DRAM); compile: wall time (ours: import + compile).",
+    );
+    s
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let rows = rows(&args)?;
+    if args.json {
+        let v: Vec<Json> = rows.iter().map(row_json).collect();
+        println!("{}", Json::Array(v));
+    } else {
+        println!("{}", table(&rows, args.vela_only));
+    }
+    Ok(())
+}

@@ -1,0 +1,419 @@
+//! Performance estimate of an Ethos-U55/U65 command stream: cycles, memory traffic, time.
+//!
+//! We cannot time silicon here, so speed is estimated with a cost model, checked against
+//! Arm's: the model is the one Vela 5.2.0 uses to report `cycles_total` (Regor's
+//! `EthosU55Performance` and `NetworkPerformance`), and `tests/tests/perf_vela.rs` holds the
+//! estimate of every Vela fixture stream within 20% of Vela's own number. Because it reads
+//! only the command stream, the same model times Vela's streams and ours.
+//!
+//! # The model
+//!
+//! **Per operation** ([`model::op_cost`]), from the register state at its `NPU_OP_*`:
+//! - *MAC cycles per OFM block*: the block (`OFM_BLK_*`) is split in micro-blocks of the
+//!   configuration; each 8x8 sub-kernel costs `max(32*ublock_depth/8, 4*ublocks_hw)` cycles
+//!   per kernel step and micro-block depth (depthwise: steps of 4 kernel elements, scaled by
+//!   the IFM element size; part-kernel-first convolutions: steps of 4 elements per 8 IFM
+//!   channels; pooling: `max(4, kernel)` per micro-block, times the IFM bits / 2), plus
+//!   pipeline bubbles for one-micro-block-wide blocks, times the IFM depth passes
+//!   (convolutions), divided by the cores.
+//! - *Output (AO) cycles per block*: cycles per output element from the configuration's table
+//!   (`output_cycles_per_elem`, chosen by operation, accumulator and element size;
+//!   `activation_cycles_per_elem` for a LUT or clipping activation), or the scale/bias fetch
+//!   latency if slower.
+//! - *Command issue limit*: a quarter of (MAC + AO + the IFM/OFM block transfer imbalance).
+//! - Blocks run MAC-bound or AO-bound (the slower one per block times the block count, plus one
+//!   block of the other); the first IFM block fetch and last OFM block write are exposed
+//!   (memory latency + block bytes / bandwidth).
+//! - Elementwise operations: the larger of the AO cycles and the command issue limit
+//!   (block transfer cycles per element + AO cycles per element) / 4, per element.
+//! - *Memory traffic*: IFM elements re-fetched per OFM block and per sub-kernel, OFM elements,
+//!   weights and scales re-read per OFM block position; feature-map bytes are scaled up when
+//!   bursts are shorter than the memory's burst length (NHWC slices, narrow blocks). Each
+//!   region's bytes go to the memory the memory mode puts it in (region 0 constants, 1 arena,
+//!   2 cache), and cost bytes / bandwidth cycles there.
+//! - The operation takes the longer of its compute cycles and its busiest memory's cycles.
+//!
+//! **DMAs** ([`model::dma_cost`]) take the longer of reading the source and writing the
+//! destination (bytes / bandwidth + latency); the shared buffer (LUT destination) moves one
+//! byte per cycle.
+//!
+//! **Overlap** ([`estimate_events`]): the command processor walks the stream in order.
+//! NPU operations run one after another; DMAs run one after another on the DMA engine,
+//! concurrently with the NPU operations. A DMA starts when the command processor reaches it:
+//! after the preceding NPU operation has *started* (so weights for the next operation stream
+//! in while the current one computes). `NPU_OP_DMA_WAIT` / `NPU_OP_KERNEL_WAIT` hold the
+//! command processor until enough DMAs / operations have finished. The total is the time the
+//! last operation or DMA ends; time = total / core clock.
+//!
+//! Bandwidths, latencies and burst lengths are the target's ([`crate::target`], vela.ini
+//! values): AXI width (8 bytes U55, 16 bytes U65) x ports x memory clock scale.
+//!
+//! # Differences from Vela's own estimate
+//!
+//! Vela costs each of its *scheduler* operations once, with the operation's full shape, while
+//! the stream may split one into several `NPU_OP`s (weight depth slices, cascade stripes,
+//! tiles); here every `NPU_OP` is costed on its own, so each one pays its first-block and
+//! last-block exposure. Vela charges buffered weights to the constant memory of the operation
+//! that uses them and subtracts the previous operation's run time ("slack"); here the weight
+//! DMAs are timed on the DMA engine and overlap as the stream's waits allow. Left out, in both:
+//! bandwidth shared between the DMA and the NPU on the same memory, the command stream fetch
+//! itself, the weight decoder's throughput, `BLOCKDEP` overlap of consecutive operations, AXI
+//! outstanding-transaction limits, and the CPU.
+
+pub mod group;
+pub mod model;
+pub mod stream;
+
+use serde_json::{Value as Json, json};
+
+use self::model::{DmaCost, Memories, NUM_MEMORIES, OpCost, dma_cost, op_cost};
+use self::stream::{DmaEnd, Event, NpuOperation, decode};
+use crate::error::Result;
+use crate::ethos_u::Compiled;
+use crate::target::Target;
+
+/// One NPU operation's estimate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpEstimate {
+    /// Byte offset of the `NPU_OP_*` command in the stream.
+    pub offset: usize,
+    /// `conv`, `depthwise`, `pool.max`, `elementwise.add`, ...
+    pub kind: String,
+    /// OFM `[height, width, depth]`.
+    pub ofm: [u64; 3],
+    /// OFM block `[height, width, depth]`.
+    pub ofm_block: [u64; 3],
+    pub cost: OpCost,
+    /// When it starts and ends on the timeline (cycles).
+    pub start: u64,
+    pub end: u64,
+}
+
+/// One DMA's estimate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DmaEstimate {
+    pub offset: usize,
+    pub bytes: u64,
+    /// Loads the shared buffer (an activation lookup table).
+    pub lut: bool,
+    pub cost: DmaCost,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Totals of one memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryUse {
+    /// `Sram`, `Dram`, `OffChipFlash`, `Shram`, ...
+    pub name: &'static str,
+    /// Bytes read and written, with burst inefficiency, by NPU operations and DMAs.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Cycles NPU operations keep it busy.
+    pub access_cycles: u64,
+}
+
+/// The estimate of a whole command stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    /// `accelerator / system config / memory mode`.
+    pub target: String,
+    /// NPU core clock (Hz).
+    pub clock_hz: f64,
+    pub ops: Vec<OpEstimate>,
+    pub dmas: Vec<DmaEstimate>,
+    /// Multiply-accumulates of the convolution, depthwise and pooling operations.
+    pub macs: u64,
+    /// Sum of the operations' compute cycles (Vela's `cycles_npu` counterpart).
+    pub compute_cycles: u64,
+    /// Sum of the operations' times (compute or memory, whichever is longer).
+    pub op_cycles: u64,
+    /// Sum of the DMAs' times.
+    pub dma_cycles: u64,
+    /// Cycles waiting for DMAs (the command processor held by `NPU_OP_DMA_WAIT` while the NPU
+    /// is idle).
+    pub stall_cycles: u64,
+    /// End of the last operation or DMA: the estimated run time in cycles.
+    pub total_cycles: u64,
+    /// Per memory: AXI0, AXI1, shared buffer.
+    pub memories: Vec<MemoryUse>,
+}
+
+impl Estimate {
+    /// Estimated run time in milliseconds at the core clock.
+    pub fn time_ms(&self) -> f64 {
+        if self.clock_hz > 0.0 {
+            self.total_cycles as f64 / self.clock_hz * 1e3
+        } else {
+            0.0
+        }
+    }
+
+    /// The estimate as JSON: totals, per-memory traffic and, with `per_op`, one row per
+    /// operation and DMA.
+    pub fn to_json(&self, per_op: bool) -> Json {
+        let memories: Vec<Json> = self
+            .memories
+            .iter()
+            .map(|m| {
+                json!({
+                    "name": m.name,
+                    "bytes_read": m.bytes_read,
+                    "bytes_written": m.bytes_written,
+                    "access_cycles": m.access_cycles,
+                })
+            })
+            .collect();
+        let mut v = json!({
+            "target": self.target,
+            "cycles_estimate": self.total_cycles,
+            "time_ms": self.time_ms(),
+            "compute_cycles": self.compute_cycles,
+            "op_cycles": self.op_cycles,
+            "dma_cycles": self.dma_cycles,
+            "stall_cycles": self.stall_cycles,
+            "macs": self.macs,
+            "npu_ops": self.ops.len(),
+            "dmas": self.dmas.len(),
+            "memories": memories,
+        });
+        if per_op {
+            let ops: Vec<Json> = self
+                .ops
+                .iter()
+                .map(|o| {
+                    json!({
+                        "offset": o.offset,
+                        "kind": o.kind,
+                        "ofm": o.ofm,
+                        "ofm_block": o.ofm_block,
+                        "macs": o.cost.macs,
+                        "compute_cycles": o.cost.compute,
+                        "mac_cycles_per_block": o.cost.mac_per_block,
+                        "ao_cycles": o.cost.ao,
+                        "blocks": o.cost.blocks,
+                        "access_cycles": o.cost.access,
+                        "bytes_read": o.cost.read,
+                        "bytes_written": o.cost.written,
+                        "cycles": o.cost.cycles(),
+                        "start": o.start,
+                        "end": o.end,
+                    })
+                })
+                .collect();
+            let dmas: Vec<Json> = self
+                .dmas
+                .iter()
+                .map(|d| {
+                    json!({
+                        "offset": d.offset,
+                        "bytes": d.bytes,
+                        "lut": d.lut,
+                        "cycles": d.cost.cycles,
+                        "start": d.start,
+                        "end": d.end,
+                    })
+                })
+                .collect();
+            v["ops"] = Json::Array(ops);
+            v["dma_ops"] = Json::Array(dmas);
+        }
+        v
+    }
+}
+
+/// Choices where the hardware and Vela's accounting differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Time the DMAs that load activation lookup tables into the shared buffer (default).
+    /// Vela 5.2.0 does not charge the load of a LUT fused into an operation as its activation
+    /// (Regor looks for the LUT on the operation, but it hangs off the fused activation).
+    pub lut_loads: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { lut_loads: true }
+    }
+}
+
+impl Options {
+    /// Vela's accounting: LUT loads are free.
+    pub const VELA: Options = Options { lut_loads: false };
+}
+
+/// Estimates a command stream (raw or a COP1 payload) on `target`.
+pub fn estimate_stream(stream: &[u8], target: &Target) -> Result<Estimate> {
+    estimate_stream_with(stream, target, Options::default())
+}
+
+/// [`estimate_stream`] with explicit [`Options`].
+pub fn estimate_stream_with(stream: &[u8], target: &Target, options: Options) -> Result<Estimate> {
+    Ok(estimate_events(&decode(stream)?, target, options))
+}
+
+/// Estimates a compiled model's command stream on `target` (its accelerator should be the
+/// one the model was compiled for; the system configuration and memory mode set the memory
+/// timing).
+pub fn estimate_compiled(compiled: &Compiled, target: &Target) -> Result<Estimate> {
+    estimate_stream(&compiled.command_stream, target)
+}
+
+/// The part of `value` that the slices up to `upto` of `whole` get, minus what the slices up
+/// to `before` got (so the parts of a run sum to the whole exactly).
+fn part(value: u64, before: u64, upto: u64, whole: u64) -> u64 {
+    let at = |c: u64| (u128::from(value) * u128::from(c) / u128::from(whole.max(1))) as u64;
+    at(upto).saturating_sub(at(before))
+}
+
+/// The cost of every NPU operation: runs of depth slices are costed once, merged, and shared
+/// by OFM depth ([`group`]).
+fn op_costs(ops: &[&NpuOperation], target: &Target, mems: &Memories) -> Vec<OpCost> {
+    let mut costs = Vec::with_capacity(ops.len());
+    for run in group::runs(ops) {
+        let slices = &ops[run];
+        let Some(merged) = group::merge(slices) else {
+            continue;
+        };
+        let whole = op_cost(&merged, target.accelerator, mems);
+        if slices.len() == 1 {
+            costs.push(whole);
+            continue;
+        }
+        let total_depth = merged.ofm.shape[2];
+        let mut done = 0;
+        for s in slices {
+            let upto = done + s.ofm.shape[2];
+            let p = |v: u64| part(v, done, upto, total_depth);
+            costs.push(OpCost {
+                compute: p(whole.compute),
+                read: whole.read.map(p),
+                written: whole.written.map(p),
+                access: whole.access.map(p),
+                macs: s.macs(),
+                ..whole
+            });
+            done = upto;
+        }
+    }
+    costs
+}
+
+/// Time of the `k`-th from last of `ends` (completion times in issue order) that is still
+/// pending at `now`, i.e. when at most `k` remain outstanding.
+fn wait_until(ends: &[u64], now: u64, k: usize) -> u64 {
+    let mut pending: Vec<u64> = ends.iter().copied().filter(|&e| e > now).collect();
+    if pending.len() <= k {
+        return now;
+    }
+    pending.sort_unstable();
+    pending[pending.len() - 1 - k]
+}
+
+/// Places decoded events on the NPU/DMA timeline (see the module documentation).
+pub fn estimate_events(events: &[Event], target: &Target, options: Options) -> Estimate {
+    let mems = Memories::new(target);
+    let ops: Vec<&NpuOperation> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Op(op) => Some(op.as_ref()),
+            _ => None,
+        })
+        .collect();
+    let mut costs = op_costs(&ops, target, &mems).into_iter();
+    let mut cp: u64 = 0; // command processor
+    let mut npu_free: u64 = 0;
+    let mut dma_free: u64 = 0;
+    let mut op_ends: Vec<u64> = Vec::new();
+    let mut dma_ends: Vec<u64> = Vec::new();
+    let mut est = Estimate {
+        target: target.describe(),
+        clock_hz: target.system_config.core_clock_hz,
+        ops: Vec::new(),
+        dmas: Vec::new(),
+        macs: 0,
+        compute_cycles: 0,
+        op_cycles: 0,
+        dma_cycles: 0,
+        stall_cycles: 0,
+        total_cycles: 0,
+        memories: mems
+            .list
+            .iter()
+            .map(|m| MemoryUse {
+                name: m.name,
+                bytes_read: 0,
+                bytes_written: 0,
+                access_cycles: 0,
+            })
+            .collect(),
+    };
+    let add_bytes =
+        |est: &mut Estimate, read: &[u64; NUM_MEMORIES], written: &[u64; NUM_MEMORIES]| {
+            for (m, u) in est.memories.iter_mut().enumerate() {
+                u.bytes_read = u.bytes_read.saturating_add(read[m]);
+                u.bytes_written = u.bytes_written.saturating_add(written[m]);
+            }
+        };
+    for event in events {
+        match event {
+            Event::Op(op) => {
+                let cost = costs.next().unwrap_or_default();
+                let start = cp.max(npu_free);
+                let end = start.saturating_add(cost.cycles());
+                npu_free = end;
+                cp = start;
+                op_ends.push(end);
+                est.macs = est.macs.saturating_add(cost.macs);
+                est.compute_cycles = est.compute_cycles.saturating_add(cost.compute);
+                est.op_cycles = est.op_cycles.saturating_add(cost.cycles());
+                add_bytes(&mut est, &cost.read, &cost.written);
+                for (u, a) in est.memories.iter_mut().zip(cost.access) {
+                    u.access_cycles = u.access_cycles.saturating_add(a);
+                }
+                est.ops.push(OpEstimate {
+                    offset: op.offset,
+                    kind: op.class.name(),
+                    ofm: op.ofm.shape,
+                    ofm_block: op.ofm_block,
+                    cost,
+                    start,
+                    end,
+                });
+            }
+            Event::Dma(dma) => {
+                let mut cost = dma_cost(dma, &mems);
+                if dma.dst == DmaEnd::Shram && !options.lut_loads {
+                    cost.cycles = 0;
+                }
+                let start = cp.max(dma_free);
+                let end = start.saturating_add(cost.cycles);
+                dma_free = end;
+                dma_ends.push(end);
+                est.dma_cycles = est.dma_cycles.saturating_add(cost.cycles);
+                add_bytes(&mut est, &cost.read, &cost.written);
+                est.dmas.push(DmaEstimate {
+                    offset: dma.offset,
+                    bytes: dma.bytes,
+                    lut: dma.dst == DmaEnd::Shram,
+                    cost,
+                    start,
+                    end,
+                });
+            }
+            Event::DmaWait(k) => {
+                let t = wait_until(&dma_ends, cp, usize::from(*k));
+                // Time the NPU sits idle because of this wait.
+                est.stall_cycles = est
+                    .stall_cycles
+                    .saturating_add(t.saturating_sub(cp.max(npu_free)));
+                cp = t;
+            }
+            Event::KernelWait(k) => {
+                cp = wait_until(&op_ends, cp, usize::from(*k));
+            }
+        }
+    }
+    est.total_cycles = cp.max(npu_free).max(dma_free);
+    est
+}
