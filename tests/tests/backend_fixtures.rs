@@ -85,3 +85,49 @@ fn mv2_from_onnx_on_every_target() {
 fn mv2_from_tflite_on_u55_128() {
     check_all(&["mv2_224".to_string()], &["tflite"], &["ethos-u55-128"]);
 }
+
+/// mv2_224's output is constant (its last layers carry a single value), so the output check
+/// above says little about most of the network. Compiled with every intermediate kept, each
+/// activation our command stream writes must equal the reference interpreter's (itself checked
+/// against digests of TFLite's tensors in `reference_tflite.rs`), for every input.
+#[test]
+fn mv2_every_intermediate_tensor_on_u55_128() {
+    let path = fixtures_dir().join("mv2_224").join("mv2_224.tflite");
+    let graph = npu_build::import::load(&path).expect("import");
+    let accel = Target::for_accelerator("ethos-u55-128")
+        .expect("target")
+        .accelerator;
+    let options = npu_build::ethos_u::CompileOptions {
+        keep_intermediates: true,
+    };
+    let compiled = npu_build::ethos_u::compile_with(&graph, accel, &options).expect("compile");
+    let interp = npu_build::reference::Interpreter::new(&graph).expect("prepare");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for k in 0..3 {
+        let inputs = fixture_inputs("mv2_224", k);
+        let reference = interp.run_all(&inputs).expect("reference run");
+        let (arena, _) = compiled.run_sim_arena(&inputs).expect("simulator run");
+        for (t, want) in reference.iter().enumerate() {
+            let Some(want) = want else { continue };
+            if graph.tensors[t].is_const() {
+                continue;
+            }
+            let Some(got) = compiled.tensor_bytes(&arena, &graph, t) else {
+                continue;
+            };
+            checked += 1;
+            if got != want.data.to_le_bytes() {
+                failures.push(format!("input {k}: '{}'", graph.tensors[t].name));
+            }
+        }
+    }
+    // Every op's output is an arena tensor: at least one tensor per op and input.
+    assert!(checked >= 3 * graph.ops.len(), "only {checked} tensors checked");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} tensors differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

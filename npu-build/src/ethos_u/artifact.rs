@@ -7,9 +7,9 @@ use std::time::Duration;
 use npu_rt::ethos_u::config::AcceleratorConfig;
 use serde_json::{Value as Json, json};
 
-use super::npu_op::Program;
+use super::npu_op::{Layout, Program};
 use crate::error::{Error, Result};
-use crate::ir::DType;
+use crate::ir::{DType, Graph, TensorId};
 use crate::value::{Data, Value};
 
 /// Where a graph input or output lives and how it is quantized.
@@ -57,6 +57,8 @@ pub struct Compiled {
     pub compile_time: Duration,
     /// The lowered program (for `--dump-ops` and reports).
     pub program: Program,
+    /// `(region, address)` of every buffer of `program`.
+    pub buffer_addrs: Vec<(u8, u64)>,
 }
 
 fn shape6(shape: &[usize]) -> Vec<usize> {
@@ -129,6 +131,22 @@ impl Compiled {
     /// order, checked against the model's shapes and types) into a zeroed arena, executes the
     /// command stream, and returns the outputs and the simulator's counters.
     pub fn run_sim(&self, inputs: &[Value]) -> Result<(Vec<Value>, npu_rt::sim::Stats)> {
+        let (arena, stats) = self.run_sim_arena(inputs)?;
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|t| {
+                let bytes = arena.get(t.offset..t.offset + t.byte_size()).ok_or_else(|| {
+                    Error::Other(format!("output '{}' lies outside the arena", t.name))
+                })?;
+                Value::new(t.shape.clone(), Data::from_le_bytes(t.dtype, bytes)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((outputs, stats))
+    }
+
+    /// Like [`Compiled::run_sim`], returning the whole arena after the run.
+    pub fn run_sim_arena(&self, inputs: &[Value]) -> Result<(Vec<u8>, npu_rt::sim::Stats)> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::BadInput {
                 index: inputs.len().min(self.inputs.len()),
@@ -170,16 +188,32 @@ impl Compiled {
             npu.run(&self.command_stream, &mut regions)
                 .map_err(|e| Error::Sim(e.to_string()))?
         };
-        let outputs = self
-            .outputs
-            .iter()
-            .map(|t| {
-                let bytes = arena.get(t.offset..t.offset + t.byte_size()).ok_or_else(|| {
-                    Error::Other(format!("output '{}' lies outside the arena", t.name))
-                })?;
-                Value::new(t.shape.clone(), Data::from_le_bytes(t.dtype, bytes)?)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok((outputs, stats))
+        Ok((arena, stats))
+    }
+
+    /// The bytes of IR tensor `t` (dense, row-major) from an arena after a run, if lowering placed
+    /// it in the arena in NHWC layout. Intermediate tensors are only all intact when compiled
+    /// with `keep_intermediates`.
+    pub fn tensor_bytes(&self, arena: &[u8], graph: &Graph, t: TensorId) -> Option<Vec<u8>> {
+        let place = self.program.tensor_places.get(t).copied().flatten()?;
+        let (region, addr) = *self.buffer_addrs.get(place.buffer)?;
+        if region != 1 || place.layout != Layout::Nhwc {
+            return None;
+        }
+        let tensor = graph.tensors.get(t)?;
+        let e = tensor.dtype.size();
+        let s = &tensor.shape;
+        let c = s.last().copied().unwrap_or(1);
+        let w = if s.len() >= 2 { s[s.len() - 2] } else { 1 };
+        let rows = tensor.elements() / (w * c).max(1);
+        let base = addr as usize + place.offset;
+        let mut out = Vec::with_capacity(tensor.byte_size());
+        for r in 0..rows {
+            for x in 0..w {
+                let at = base + r * place.strides[0] + x * place.strides[1];
+                out.extend_from_slice(arena.get(at..at + c * e)?);
+            }
+        }
+        Some(out)
     }
 }

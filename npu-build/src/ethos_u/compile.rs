@@ -26,8 +26,26 @@ pub const ALIGN: usize = 16;
 pub const REGION_CONST: u8 = 0;
 pub const REGION_ARENA: u8 = 1;
 
+/// Options of [`compile_with`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Give every arena buffer its own bytes for the whole run (no reuse), so that every
+    /// intermediate tensor can be read back after a run ([`Compiled::tensor_bytes`]). For tests
+    /// and debugging: the arena grows to the sum of all feature maps.
+    pub keep_intermediates: bool,
+}
+
 /// Compiles `graph` for `accel`: the whole pipeline of the native backend.
 pub fn compile(graph: &Graph, accel: &'static AcceleratorConfig) -> Result<Compiled> {
+    compile_with(graph, accel, &CompileOptions::default())
+}
+
+/// [`compile`] with options.
+pub fn compile_with(
+    graph: &Graph,
+    accel: &'static AcceleratorConfig,
+    options: &CompileOptions,
+) -> Result<Compiled> {
     let start = Instant::now();
     graph.validate()?;
     let mut program = lower::lower(graph, accel)?;
@@ -36,7 +54,7 @@ pub fn compile(graph: &Graph, accel: &'static AcceleratorConfig) -> Result<Compi
     }
     let mut ro = ReadOnly::default();
     let weights = encode_weights(&program, accel, &mut ro)?;
-    let (buffers, arena_size) = place_buffers(&program, &mut ro)?;
+    let (buffers, arena_size) = place_buffers(&program, &mut ro, options.keep_intermediates)?;
     let placement = Placement { buffers, weights };
     let words = emit::emit(&program, &placement, accel)?;
     let command_stream = cop1_writer(accel)
@@ -89,6 +107,7 @@ pub fn compile(graph: &Graph, accel: &'static AcceleratorConfig) -> Result<Compi
         ir_ops: graph.ops.len(),
         encoded_weight_bytes: ro.weight_bytes,
         compile_time: start.elapsed(),
+        buffer_addrs: placement.buffers.clone(),
         program,
     })
 }
@@ -222,7 +241,11 @@ fn op_buffers(op: &NpuOp) -> impl Iterator<Item = (usize, bool)> + '_ {
 
 /// Gives every buffer a `(region, address)`: constants into the read-only region, feature maps
 /// into the arena by liveness. Returns the placements and the arena size.
-fn place_buffers(program: &Program, ro: &mut ReadOnly) -> Result<(Vec<(u8, u64)>, usize)> {
+fn place_buffers(
+    program: &Program,
+    ro: &mut ReadOnly,
+    keep_all: bool,
+) -> Result<(Vec<(u8, u64)>, usize)> {
     let n_ops = program.ops.len();
     let mut first = vec![usize::MAX; program.buffers.len()];
     let mut last = vec![0usize; program.buffers.len()];
@@ -252,8 +275,9 @@ fn place_buffers(program: &Program, ro: &mut ReadOnly) -> Result<(Vec<(u8, u64)>
                     Some(Io::Output(_)) => l = n_ops,
                     None => {}
                 }
-                if f == usize::MAX {
-                    // Never touched by an op (an input that is also an output, say): live throughout.
+                if f == usize::MAX || keep_all {
+                    // Never touched by an op (an input that is also an output, say), or kept for
+                    // inspection: live throughout.
                     f = 0;
                     l = n_ops;
                 }

@@ -18,4 +18,4 @@ pub mod perf;
 pub mod weights;
 
 pub use artifact::{Compiled, IoTensor};
-pub use compile::compile;
+pub use compile::{CompileOptions, compile, compile_with};

@@ -339,11 +339,25 @@ pub struct NpuOp {
     pub block: Option<BlockConfig>,
 }
 
+/// Where an IR tensor's bytes are: a buffer, a byte offset into it and the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorPlace {
+    pub buffer: BufferId,
+    pub offset: usize,
+    pub layout: Layout,
+    /// Byte strides `[y, x, c]` of the tensor as placed (for slices of a larger tensor these
+    /// are the larger tensor's).
+    pub strides: [usize; 3],
+}
+
 /// A lowered model: buffers and operations in execution order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
     pub buffers: Vec<Buffer>,
     pub ops: Vec<NpuOp>,
+    /// Where each IR tensor (by id) lives, for the tensors lowering placed (inputs and outputs
+    /// of NPU operations); used to read intermediate tensors back in tests and debugging.
+    pub tensor_places: Vec<Option<TensorPlace>>,
 }
 
 impl Program {

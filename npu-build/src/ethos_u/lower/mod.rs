@@ -10,6 +10,7 @@
 
 use npu_rt::ethos_u::config::AcceleratorConfig;
 
+pub use super::npu_op::TensorPlace;
 use super::npu_op::{Buffer, BufferId, BufferKind, ElemType, FeatureMap, Io, Layout, Program};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Op, OpKind, TensorId};
@@ -23,17 +24,6 @@ mod pad;
 mod pool;
 mod resize;
 mod softmax;
-
-/// Where an IR tensor's bytes are: a buffer, a byte offset into it and the layout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TensorPlace {
-    pub buffer: BufferId,
-    pub offset: usize,
-    pub layout: Layout,
-    /// Byte strides `[y, x, c]` of the tensor as placed (for slices of a larger tensor these
-    /// are the larger tensor's).
-    pub strides: [usize; 3],
-}
 
 /// State shared by the per-operator lowerings.
 pub struct Lowering<'g> {
@@ -239,6 +229,7 @@ pub fn lower(graph: &Graph, accel: &AcceleratorConfig) -> Result<Program> {
     for op in &graph.ops {
         lower_op(&mut cx, op)?;
     }
+    cx.program.tensor_places = cx.places;
     Ok(cx.program)
 }
 
