@@ -343,6 +343,101 @@ mod tests {
         }
     }
 
+    fn mean(
+        shape: &[usize],
+        axes: &[usize],
+        keep_dims: bool,
+        dtype: crate::ir::DType,
+        in_q: (f32, i32),
+        out_q: (f32, i32),
+    ) -> crate::ir::Graph {
+        let out: Vec<usize> = shape
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &d)| match (axes.contains(&i), keep_dims) {
+                (true, true) => Some(1),
+                (true, false) => None,
+                (false, _) => Some(d),
+            })
+            .collect();
+        super::super::softmax::e2e::graph(
+            OpKind::Mean {
+                axes: axes.to_vec(),
+                keep_dims,
+            },
+            (shape, dtype, in_q),
+            (&out, out_q),
+        )
+    }
+
+    /// Chunked sums (100 rows of 100), tall windows re-viewed as one row, single axes, means
+    /// over channels, uint8, up- and down-scaling.
+    #[test]
+    fn mean_on_the_virtual_npu_equals_reference() {
+        use crate::ir::DType::{I8, U8};
+        let check = super::super::softmax::e2e::check;
+        check(&mean(
+            &[1, 100, 100, 8],
+            &[1, 2],
+            true,
+            I8,
+            (0.02, -3),
+            (0.01, 5),
+        ));
+        check(&mean(
+            &[1, 100, 3, 8],
+            &[1, 2],
+            false,
+            I8,
+            (0.02, 0),
+            (0.03, -1),
+        ));
+        check(&mean(&[1, 5, 6, 3], &[1], false, I8, (0.05, 2), (0.04, 0)));
+        check(&mean(&[1, 5, 6, 3], &[2], true, I8, (0.05, 2), (0.2, 0)));
+        check(&mean(&[1, 10], &[1], true, I8, (0.1, 0), (0.1, 0)));
+        check(&mean(
+            &[1, 4, 1, 9],
+            &[3],
+            false,
+            I8,
+            (0.1, 10),
+            (0.05, -20),
+        ));
+        check(&mean(
+            &[1, 7, 7, 64],
+            &[1, 2],
+            true,
+            U8,
+            (0.03, 128),
+            (0.02, 120),
+        ));
+        check(&mean(
+            &[1, 130, 1, 4],
+            &[1],
+            true,
+            I8,
+            (0.01, 0),
+            (0.001, 0),
+        ));
+    }
+
+    #[test]
+    fn mean_limits() {
+        use npu_rt::ethos_u::config::ETHOS_U55_128;
+        let err = |g: &crate::ir::Graph| {
+            super::super::lower(g, &ETHOS_U55_128)
+                .unwrap_err()
+                .to_string()
+        };
+        let q = (0.1, 0);
+        let i8 = crate::ir::DType::I8;
+        assert!(err(&mean(&[1, 2, 2, 5000], &[3], true, i8, q, q)).contains("channel"));
+        assert!(err(&mean(&[1, 2, 5000, 1], &[2], true, i8, q, q)).contains("5000"));
+        assert!(
+            err(&mean(&[1, 4, 4, 4], &[1], true, i8, (1.0, 0), (1e-12, 0))).contains("rescale")
+        );
+    }
+
     #[test]
     fn plans() {
         let p = |s: &[usize], a: &[usize]| plan(s, a);

@@ -268,6 +268,175 @@ fn select_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize)
 mod tests {
     use super::*;
 
+    fn resize(
+        mode: ResizeMode,
+        align_corners: bool,
+        half_pixel_centers: bool,
+        shape: &[usize],
+        out: &[usize],
+        dtype: crate::ir::DType,
+    ) -> crate::ir::Graph {
+        super::super::softmax::e2e::graph(
+            OpKind::Resize {
+                mode,
+                align_corners,
+                half_pixel_centers,
+            },
+            (shape, dtype, (0.05, 3)),
+            (out, (0.05, 3)),
+        )
+    }
+
+    /// Every supported mode and factor, axes of size 1, same-size copies, uint8.
+    #[test]
+    fn resize_on_the_virtual_npu_equals_reference() {
+        use crate::ir::DType::{I8, U8};
+        use ResizeMode::{Bilinear, Nearest};
+        let check = super::super::softmax::e2e::check;
+        check(&resize(
+            Nearest,
+            false,
+            false,
+            &[1, 3, 5, 4],
+            &[1, 12, 20, 4],
+            I8,
+        ));
+        check(&resize(
+            Nearest,
+            false,
+            true,
+            &[1, 3, 5, 4],
+            &[1, 6, 10, 4],
+            I8,
+        ));
+        check(&resize(
+            Nearest,
+            false,
+            true,
+            &[1, 2, 3, 2],
+            &[1, 16, 24, 2],
+            U8,
+        ));
+        check(&resize(
+            Nearest,
+            true,
+            false,
+            &[1, 4, 5, 3],
+            &[1, 7, 9, 3],
+            I8,
+        ));
+        check(&resize(
+            Nearest,
+            true,
+            false,
+            &[1, 3, 3, 2],
+            &[1, 9, 9, 2],
+            I8,
+        ));
+        check(&resize(
+            Nearest,
+            true,
+            false,
+            &[1, 3, 2, 5],
+            &[1, 17, 9, 5],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            true,
+            false,
+            &[1, 4, 5, 3],
+            &[1, 7, 9, 3],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            true,
+            false,
+            &[1, 3, 3, 2],
+            &[1, 9, 9, 2],
+            U8,
+        ));
+        check(&resize(
+            Bilinear,
+            true,
+            false,
+            &[1, 2, 3, 17],
+            &[1, 9, 17, 17],
+            I8,
+        ));
+        check(&resize(
+            Nearest,
+            false,
+            false,
+            &[1, 1, 5, 3],
+            &[1, 1, 10, 3],
+            I8,
+        ));
+        check(&resize(
+            Nearest,
+            false,
+            false,
+            &[1, 1, 5, 3],
+            &[1, 2, 20, 3],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            true,
+            false,
+            &[1, 1, 5, 3],
+            &[1, 1, 9, 3],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            true,
+            &[1, 4, 4, 3],
+            &[1, 4, 4, 3],
+            I8,
+        ));
+    }
+
+    #[test]
+    fn resize_limits() {
+        use crate::ir::DType::I8;
+        use npu_rt::ethos_u::config::ETHOS_U55_128;
+        let err = |g: &crate::ir::Graph| {
+            super::super::lower(g, &ETHOS_U55_128)
+                .unwrap_err()
+                .to_string()
+        };
+        let g = resize(
+            ResizeMode::Nearest,
+            false,
+            false,
+            &[1, 4, 4, 3],
+            &[1, 12, 12, 3],
+            I8,
+        );
+        assert!(err(&g).contains("factor 3"));
+        let g = resize(
+            ResizeMode::Bilinear,
+            false,
+            true,
+            &[1, 4, 4, 3],
+            &[1, 8, 8, 3],
+            I8,
+        );
+        assert!(err(&g).contains("bilinear"));
+        let g = resize(
+            ResizeMode::Nearest,
+            false,
+            false,
+            &[1, 4, 4, 3],
+            &[1, 64, 64, 3],
+            I8,
+        );
+        assert!(err(&g).contains("factor 16"));
+    }
+
     #[test]
     fn factors() {
         assert_eq!(factor([(8, 16), (8, 16)], false), Ok(2));

@@ -443,9 +443,97 @@ pub(super) fn pool_op(
     }
 }
 
+/// Test support shared with the mean and resize tests: single-operator graphs compiled by the
+/// whole backend and run on the virtual NPU, compared byte for byte with the reference
+/// interpreter (TFLite's reference kernels).
+#[cfg(test)]
+pub(super) mod e2e {
+    use npu_rt::ethos_u::config::ALL;
+
+    use crate::ethos_u::compile;
+    use crate::ir::{DType, Graph, Op, OpKind, Quantization, Tensor};
+    use crate::value::{Data, Value};
+
+    /// A graph `y = kind(x)` with per-tensor quantized input and output.
+    pub fn graph(
+        kind: OpKind,
+        (in_shape, in_dtype, in_q): (&[usize], DType, (f32, i32)),
+        (out_shape, out_q): (&[usize], (f32, i32)),
+    ) -> Graph {
+        let mut g = Graph {
+            name: kind.name().to_string(),
+            ..Graph::default()
+        };
+        let tensor = |name: &str, shape: &[usize], q: (f32, i32)| Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype: in_dtype,
+            quant: Some(Quantization::per_tensor(q.0, q.1)),
+            data: None,
+        };
+        let x = g.add_tensor(tensor("x", in_shape, in_q));
+        let y = g.add_tensor(tensor("y", out_shape, out_q));
+        g.inputs.push(x);
+        g.outputs.push(y);
+        g.ops.push(Op {
+            name: "op".into(),
+            kind,
+            inputs: vec![x],
+            outputs: vec![y],
+        });
+        g
+    }
+
+    /// Deterministic 8-bit input data (xorshift64).
+    pub fn input(g: &Graph, seed: u64) -> Value {
+        let t = &g.tensors[g.inputs[0]];
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let bytes: Vec<u8> = (0..t.elements())
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect();
+        let data = match t.dtype {
+            DType::U8 => Data::U8(bytes),
+            _ => Data::I8(bytes.into_iter().map(|b| b as i8).collect()),
+        };
+        Value::new(t.shape.clone(), data).expect("shape matches")
+    }
+
+    /// Compiles `g` for every accelerator, runs three random inputs on the virtual NPU and
+    /// compares each output with the reference interpreter's.
+    pub fn check(g: &Graph) {
+        g.validate().expect("valid test graph");
+        for seed in 1..=3 {
+            let x = input(g, seed);
+            let want = crate::reference::run(g, std::slice::from_ref(&x))
+                .unwrap_or_else(|e| panic!("{}: reference: {e}", g.name));
+            for accel in ALL {
+                let c = compile(g, accel)
+                    .unwrap_or_else(|e| panic!("{} on {}: compile: {e}", g.name, accel.name));
+                let (got, _) = c
+                    .run_sim(std::slice::from_ref(&x))
+                    .unwrap_or_else(|e| panic!("{} on {}: sim: {e}", g.name, accel.name));
+                assert_eq!(
+                    got[0].data.to_le_bytes(),
+                    want[0].data.to_le_bytes(),
+                    "{} {:?} on {} (seed {seed})",
+                    g.name,
+                    g.ops[0].kind,
+                    accel.name
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::DType;
     use crate::ir::quant::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 
     /// The arithmetic the 29 operations perform, one row at a time, with the hardware's
@@ -589,6 +677,46 @@ mod tests {
             let x = vec![5i8; MAX_DEPTH];
             assert_eq!(decomposed_row(&x, &table), tflite_row(&x, &table));
         }
+    }
+
+    fn softmax(beta: f32, shape: &[usize], dtype: DType, in_q: (f32, i32)) -> crate::ir::Graph {
+        let zp = if dtype == DType::U8 { 0 } else { -128 };
+        e2e::graph(
+            OpKind::Softmax { beta },
+            (shape, dtype, in_q),
+            (shape, (1.0 / 256.0, zp)),
+        )
+    }
+
+    /// Several rows (broadcasts over C, reversed subtractions), long rows, uint8, beta.
+    #[test]
+    fn softmax_on_the_virtual_npu_equals_reference() {
+        e2e::check(&softmax(1.0, &[4, 37], DType::I8, (0.05, 3)));
+        e2e::check(&softmax(1.0, &[1, 3, 5, 20], DType::I8, (0.1, -7)));
+        e2e::check(&softmax(2.0, &[1, 1000], DType::I8, (0.02, 0)));
+        e2e::check(&softmax(1.0, &[2, 300], DType::U8, (0.03, 128)));
+        e2e::check(&softmax(0.5, &[1, 1, 1, 1], DType::I8, (0.25, 0)));
+    }
+
+    #[test]
+    fn softmax_limits() {
+        use npu_rt::ethos_u::config::ETHOS_U55_128;
+        let limit = |g: &crate::ir::Graph| {
+            let e = super::super::lower(g, &ETHOS_U55_128).unwrap_err();
+            assert!(
+                matches!(e, crate::error::Error::HardwareLimit { .. }),
+                "{e}"
+            );
+            e.to_string()
+        };
+        // Output quantization other than TFLite's.
+        let mut g = softmax(1.0, &[1, 10], DType::I8, (0.05, 0));
+        g.tensors[1].quant = Some(crate::ir::Quantization::per_tensor(1.0 / 128.0, 0));
+        assert!(limit(&g).contains("output quantization"));
+        // Rows too long for an int32 sum.
+        assert!(limit(&softmax(1.0, &[1, 5000], DType::I8, (0.05, 0))).contains("depth 5000"));
+        // Input scaling beyond Q5.26.
+        assert!(limit(&softmax(1.0, &[1, 10], DType::I8, (100.0, 0))).contains("Q5.26"));
     }
 
     #[test]
