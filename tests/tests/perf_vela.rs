@@ -180,3 +180,233 @@ fn network_streams_within_20_percent_of_vela() {
     let rows = compare(|model, _| !model.starts_with("op_"));
     check(&rows);
 }
+
+/// Hand-checked cases of the cost model and the timeline, and malformed streams.
+mod hand_checked {
+    use super::*;
+    use npu_build::ethos_u::perf::model::{self, Memories};
+    use npu_rt::ethos_u::regs::{Cmd0, Cmd1};
+
+    /// A command stream under construction.
+    #[derive(Default)]
+    struct Stream(Vec<u32>);
+
+    impl Stream {
+        fn c0(&mut self, op: Cmd0, param: u16) -> &mut Self {
+            self.0.push(op.encode(param));
+            self
+        }
+        fn c1(&mut self, op: Cmd1, value: u64) -> &mut Self {
+            self.0.extend(op.encode_address(value));
+            self
+        }
+        fn bytes(&self) -> Vec<u8> {
+            self.0.iter().flat_map(|w| w.to_le_bytes()).collect()
+        }
+    }
+
+    fn u55_128() -> Target {
+        Target::for_accelerator("ethos-u55-128").unwrap()
+    }
+
+    /// The registers of a 1x1 convolution 8x8x32 -> 8x8x`depth` (NHWC, int8) with an 8x8x32
+    /// block, weights and scales in the arena, starting at OFM channel `first`.
+    fn conv1x1(s: &mut Stream, first: u64, depth: u16) {
+        s.c0(Cmd0::SET_IFM_REGION, 1)
+            .c1(Cmd1::SET_IFM_BASE0, 0x1000)
+            .c0(Cmd0::SET_IFM_HEIGHT0_M1, 7)
+            .c0(Cmd0::SET_IFM_HEIGHT1_M1, 7)
+            .c0(Cmd0::SET_IFM_WIDTH0_M1, 7)
+            .c0(Cmd0::SET_IFM_DEPTH_M1, 31)
+            .c1(Cmd1::SET_IFM_STRIDE_X, 32)
+            .c1(Cmd1::SET_IFM_STRIDE_Y, 256)
+            .c0(Cmd0::SET_IFM_PRECISION, 1)
+            .c0(Cmd0::SET_OFM_REGION, 1)
+            .c1(Cmd1::SET_OFM_BASE0, first)
+            .c0(Cmd0::SET_OFM_HEIGHT_M1, 7)
+            .c0(Cmd0::SET_OFM_WIDTH_M1, 7)
+            .c0(Cmd0::SET_OFM_DEPTH_M1, depth - 1)
+            .c1(Cmd1::SET_OFM_STRIDE_X, 64)
+            .c1(Cmd1::SET_OFM_STRIDE_Y, 512)
+            .c0(Cmd0::SET_OFM_PRECISION, 1)
+            .c0(Cmd0::SET_WEIGHT_REGION, 1)
+            .c1(Cmd1::SET_WEIGHT_LENGTH, 16 * u64::from(depth))
+            .c0(Cmd0::SET_SCALE_REGION, 1)
+            .c1(Cmd1::SET_SCALE_LENGTH, 10 * u64::from(depth))
+            .c0(Cmd0::SET_ACTIVATION_MIN, 0xff80)
+            .c0(Cmd0::SET_ACTIVATION_MAX, 0x7f)
+            .c0(Cmd0::SET_OFM_BLK_HEIGHT_M1, 7)
+            .c0(Cmd0::SET_OFM_BLK_WIDTH_M1, 7)
+            .c0(Cmd0::SET_OFM_BLK_DEPTH_M1, 31)
+            .c0(Cmd0::OP_CONV, 0);
+    }
+
+    /// backend-facts §8's worked example (Vela's `cycles_npu` for op_conv1x1 on U55-128): an
+    /// AO-bound 8x8x32 -> 8x8x64 1x1 convolution in two 8x8x32 blocks.
+    #[test]
+    fn conv1x1_compute_cycles_by_hand() {
+        let mut s = Stream::default();
+        conv1x1(&mut s, 0, 64);
+        let e = estimate_stream(&s.bytes(), &u55_128()).unwrap();
+        let c = &e.ops[0].cost;
+        // ublock 1x2x8: 8x4x4 micro-blocks per block, MAC = max(32, 4*32) * 1 step * 4 = 512.
+        assert_eq!(c.mac_per_block, 512);
+        // AO = 0.5 cycles per element x 2048.
+        assert_eq!(c.ao, 1024);
+        assert_eq!(c.blocks, 2.0);
+        // First IFM block 32 + 2048/8; last OFM block 32 + 2048*(32/16)/8 (16-byte bursts of a
+        // 32-deep block in 64-deep rows, SRAM bursts are 32 bytes); AO-bound:
+        // 1024 * 2 + 512 + 544 + 288.
+        assert_eq!(c.compute, 3392);
+        assert_eq!(e.macs, 8 * 8 * 64 * 32);
+        assert_eq!(e.total_cycles, c.cycles());
+        assert!((e.time_ms() - c.cycles() as f64 / 500e6 * 1e3).abs() < 1e-12);
+    }
+
+    /// Two 32-channel slices of the same convolution are costed as the 64-channel one, shared
+    /// half and half.
+    #[test]
+    fn depth_slices_cost_as_one_operation() {
+        let mut whole = Stream::default();
+        conv1x1(&mut whole, 0, 64);
+        let mut sliced = Stream::default();
+        conv1x1(&mut sliced, 0, 32);
+        conv1x1(&mut sliced, 32, 32);
+        let t = u55_128();
+        let w = estimate_stream(&whole.bytes(), &t).unwrap();
+        let s = estimate_stream(&sliced.bytes(), &t).unwrap();
+        assert_eq!(s.ops.len(), 2);
+        assert_eq!(s.compute_cycles, w.compute_cycles);
+        assert_eq!(s.total_cycles, w.total_cycles);
+        assert_eq!(s.ops[0].cost.compute, w.ops[0].cost.compute / 2);
+        assert_eq!(s.macs, w.macs);
+        // Not adjacent in depth: two operations, each paying its own first and last block.
+        let mut apart = Stream::default();
+        conv1x1(&mut apart, 0, 32);
+        conv1x1(&mut apart, 4096, 32);
+        let a = estimate_stream(&apart.bytes(), &t).unwrap();
+        assert!(a.compute_cycles > w.compute_cycles);
+    }
+
+    /// A DMA the operation waits for delays it; one issued after the operation starts overlaps.
+    #[test]
+    fn dma_overlap_and_waits() {
+        let t = u55_128();
+        let mut op_only = Stream::default();
+        conv1x1(&mut op_only, 0, 64);
+        let op = estimate_stream(&op_only.bytes(), &t).unwrap().total_cycles;
+        // 4096 bytes flash -> SRAM: 4096 / 1 + 64 cycles of flash latency.
+        let dma = |s: &mut Stream| {
+            s.c0(Cmd0::SET_DMA0_SRC_REGION, 0)
+                .c0(Cmd0::SET_DMA0_DST_REGION, 1)
+                .c1(Cmd1::SET_DMA0_LEN, 4096)
+                .c0(Cmd0::OP_DMA_START, 0);
+        };
+        let mut before = Stream::default();
+        dma(&mut before);
+        before.c0(Cmd0::OP_DMA_WAIT, 0);
+        conv1x1(&mut before, 0, 64);
+        let e = estimate_stream(&before.bytes(), &t).unwrap();
+        assert_eq!(e.dmas[0].cost.cycles, 4096 + 64);
+        assert_eq!(e.total_cycles, 4160 + op);
+        assert_eq!(e.stall_cycles, 4160);
+        let mut after = Stream::default();
+        conv1x1(&mut after, 0, 64);
+        dma(&mut after);
+        let e = estimate_stream(&after.bytes(), &t).unwrap();
+        assert_eq!(e.total_cycles, op.max(4160));
+        assert_eq!(e.dmas[0].start, 0);
+        // A kernel wait holds the DMA until the operation ends.
+        let mut waited = Stream::default();
+        conv1x1(&mut waited, 0, 64);
+        waited.c0(Cmd0::OP_KERNEL_WAIT, 0);
+        dma(&mut waited);
+        let e = estimate_stream(&waited.bytes(), &t).unwrap();
+        assert_eq!(e.dmas[0].start, op);
+        assert_eq!(e.total_cycles, op + 4160);
+    }
+
+    /// LUT loads (DMA into the shared buffer) are timed by default and free in Vela's accounting.
+    #[test]
+    fn lut_loads_by_option() {
+        let mut s = Stream::default();
+        s.c0(Cmd0::SET_DMA0_SRC_REGION, 0)
+            .c0(Cmd0::SET_DMA0_DST_REGION, 0x100)
+            .c1(Cmd1::SET_DMA0_LEN, 1024)
+            .c0(Cmd0::OP_DMA_START, 0)
+            .c0(Cmd0::OP_DMA_WAIT, 0);
+        conv1x1(&mut s, 0, 64);
+        let t = u55_128();
+        let timed = estimate_stream(&s.bytes(), &t).unwrap();
+        let free = estimate_stream_with(&s.bytes(), &t, Options::VELA).unwrap();
+        assert!(timed.dmas[0].lut);
+        // Flash (1 byte/cycle, latency 64) into the shared buffer (1 byte/cycle).
+        assert_eq!(timed.dmas[0].cost.cycles, 1024 + 64);
+        assert_eq!(timed.total_cycles, free.total_cycles + 1088);
+    }
+
+    /// The region placement follows the memory mode.
+    #[test]
+    fn regions_follow_memory_mode() {
+        let shared = Memories::new(&u55_128());
+        assert_eq!(shared.list[shared.of_region(0)].name, "OffChipFlash");
+        assert_eq!(shared.list[shared.of_region(1)].name, "Sram");
+        assert_eq!(shared.list[shared.of_region(2)].name, "Sram");
+        let dedicated = Memories::new(&Target::for_accelerator("ethos-u65-256").unwrap());
+        assert_eq!(dedicated.list[dedicated.of_region(0)].name, "Dram");
+        assert_eq!(dedicated.list[dedicated.of_region(1)].name, "Dram");
+        assert_eq!(dedicated.list[dedicated.of_region(2)].name, "Sram");
+        assert_eq!(dedicated.list[dedicated.of_region(1)].bandwidth, 3.75);
+        assert_eq!(dedicated.list[model::SHRAM].name, "Shram");
+    }
+
+    /// Malformed input is an error naming the offset, never a panic: truncated words, an
+    /// undefined elementwise mode, and random register values before every operation.
+    #[test]
+    fn malformed_streams_are_errors_not_panics() {
+        let t = u55_128();
+        let err = estimate_stream(&[0, 0, 0], &t).unwrap_err().to_string();
+        assert!(err.contains("offset"), "{err}");
+        let mut s = Stream::default();
+        s.c0(Cmd0::OP_ELEMENTWISE, 0x3f);
+        let err = estimate_stream(&s.bytes(), &t).unwrap_err().to_string();
+        assert!(err.contains("0x0") && err.contains("elementwise"), "{err}");
+
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let targets: Vec<Target> = npu_build::target::ACCELERATOR_NAMES
+            .iter()
+            .map(|n| Target::for_accelerator(n).unwrap())
+            .collect();
+        for round in 0..300 {
+            let mut s = Stream::default();
+            for _ in 0..120 {
+                let r = next();
+                if r % 3 == 0 {
+                    let op = Cmd1::ALL[(r >> 8) as usize % Cmd1::ALL.len()];
+                    s.c1(op, next() >> (r % 40));
+                } else {
+                    let op = Cmd0::ALL[(r >> 8) as usize % Cmd0::ALL.len()];
+                    if op != Cmd0::OP_STOP {
+                        s.c0(op, (next() >> (r % 48)) as u16);
+                    }
+                }
+            }
+            let target = &targets[round % targets.len()];
+            if let Ok(e) = estimate_stream(&s.bytes(), target) {
+                let last = e.ops.iter().map(|o| o.end).max().unwrap_or(0);
+                assert!(e.total_cycles >= last);
+                let sum = e
+                    .ops
+                    .iter()
+                    .fold(0u64, |a, o| a.saturating_add(o.cost.compute));
+                assert_eq!(sum, e.compute_cycles);
+            }
+        }
+    }
+}

@@ -62,8 +62,10 @@ pub fn compile_model(model: &Path, target: &Target) -> Result<Compiled> {
     compile(&graph, target.accelerator)
 }
 
-/// The report of a compiled model as JSON (memory use by memory kind, op counts, timings).
+/// The report of a compiled model as JSON (memory use by memory kind, op counts, timings,
+/// estimated cycles and time of `crate::ethos_u::perf`).
 pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
+    let estimate = crate::ethos_u::perf::estimate_compiled(c, target).ok();
     let flash = c.flash_bytes();
     let (sram, dram, flash_bytes) = target.memory_use(c.arena_size, flash);
     json!({
@@ -82,6 +84,8 @@ pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
         "cpu_ops": 0,
         "ir_ops": c.ir_ops,
         "compile_ms": c.compile_time.as_secs_f64() * 1e3,
+        "cycles_estimate": estimate.as_ref().map(|e| e.total_cycles),
+        "time_ms": estimate.as_ref().map(|e| e.time_ms()),
     })
 }
 

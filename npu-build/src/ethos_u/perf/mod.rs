@@ -299,15 +299,14 @@ fn op_costs(ops: &[&NpuOperation], target: &Target, mems: &Memories) -> Vec<OpCo
     costs
 }
 
-/// Time of the `k`-th from last of `ends` (completion times in issue order) that is still
-/// pending at `now`, i.e. when at most `k` remain outstanding.
+/// When at most `k` of the jobs ending at `ends` are still running, from `now` on. The jobs of
+/// one engine run one after another, so `ends` never decreases and the pending ones are its
+/// tail.
 fn wait_until(ends: &[u64], now: u64, k: usize) -> u64 {
-    let mut pending: Vec<u64> = ends.iter().copied().filter(|&e| e > now).collect();
-    if pending.len() <= k {
-        return now;
+    match ends.len().checked_sub(k + 1).and_then(|i| ends.get(i)) {
+        Some(&end) if end > now => end,
+        _ => now,
     }
-    pending.sort_unstable();
-    pending[pending.len() - 1 - k]
 }
 
 /// Places decoded events on the NPU/DMA timeline (see the module documentation).

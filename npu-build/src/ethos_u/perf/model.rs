@@ -402,12 +402,16 @@ impl<'a> Op<'a> {
         let ifm_depth_steps = ifm_block[2].div_ceil(8);
         let sub_h = u64::from(self.accel.sub_kernel_max.height).max(1);
         let sub_w = u64::from(self.accel.sub_kernel_max.width).max(1);
+        // The kernel is walked in sub-kernels of at most sub_w x sub_h: full ones and the
+        // remainders along each axis, so at most four distinct sizes, each a number of times.
+        let parts = |k: u64, limit: u64| [(limit, k / limit), (k % limit, 1)];
         let mut total: u64 = 0;
-        let mut x = 0;
-        while x < op.kernel.width {
-            let mut y = 0;
-            while y < op.kernel.height {
-                let sub = (op.kernel.height - y).min(sub_h) * (op.kernel.width - x).min(sub_w);
+        for (w, nx) in parts(op.kernel.width, sub_w) {
+            for (h, ny) in parts(op.kernel.height, sub_h) {
+                if w == 0 || h == 0 || nx == 0 || ny == 0 {
+                    continue;
+                }
+                let sub = w * h;
                 let (steps, cycles) = match self.hw {
                     Hw::Pooling => {
                         let c = 4u64.max(sub) * prod(ub);
@@ -447,10 +451,9 @@ impl<'a> Op<'a> {
                 if part_kernel {
                     delay *= ifm_depth_steps;
                 }
-                total = total.saturating_add(cycles).saturating_add(delay);
-                y += sub_h;
+                let each = cycles.saturating_add(delay);
+                total = total.saturating_add(each.saturating_mul(nx.saturating_mul(ny)));
             }
-            x += sub_w;
         }
         if matches!(self.hw, Hw::Conv | Hw::ReduceSum) {
             total = total.saturating_mul(op.ifm.shape[2].div_ceil(ifm_block[2].max(1)));
