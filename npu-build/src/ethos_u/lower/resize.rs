@@ -1,5 +1,5 @@
-//! Lowering of 8-bit resize (nearest neighbour, and bilinear with aligned corners) by integer
-//! power-of-two factors, through the IFM's 2x nearest upscaling (IFM_UPSCALE = NEAREST).
+//! Lowering of 8-bit resize (nearest neighbour and bilinear) by integer power-of-two factors,
+//! through the IFM's 2x nearest upscaling (IFM_UPSCALE = NEAREST).
 //!
 //! A factor `f` of 2, 4 or 8 is `log2 f` operations, each reading its IFM upscaled 2x
 //! (backend-facts §2.14, as Arm's Vela does):
@@ -10,17 +10,23 @@
 //!   the upscaled image shifted by `f / 2`;
 //! - bilinear with aligned corners: copies, then an `f x f` average pool over the upscaled image
 //!   (every output is the mean of `f x f` upscaled pixels, which equals TFLite's
-//!   `ResizeBilinearInteger` weights for these factors), rounded half away from zero.
+//!   `ResizeBilinearInteger` weights for these factors), rounded half away from zero;
+//! - bilinear without aligned corners or half-pixel centres: the same over the input padded by
+//!   one replicated row and column at the bottom and right (TFLite clamps the second source
+//!   pixel to the last one), so no padded average pool (whose hardware rounding is not
+//!   established, backend-facts §2.5) is needed;
+//! - bilinear with half-pixel centres, 2x only: the input padded by one replicated pixel on every
+//!   side, then four depthwise 2x2 convolutions, one per output phase (weights {1, 3} x {1, 3}
+//!   / 16, each writing every other output pixel), as Vela does.
 //!
 //! TFLite resizes raw 8-bit values (no zero-point handling), so every operation here runs with
 //! zero points 0. Axes of size 1 may take any output size up to `f` (all rows are the same row).
-//! Bilinear without aligned corners needs padded average pools whose hardware rounding is not
-//! established (backend-facts §2.5); it is reported as a hardware limit.
 
 use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, PoolingMode, RoundMode};
 
 use super::super::npu_op::{
-    Activation, ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
+    Activation, ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind,
+    Scale,
 };
 use super::Lowering;
 use super::softmax::{pool_op, scratch_fm};
@@ -34,15 +40,19 @@ const COPY_SCALE: Scale = Scale {
     shift: 31,
 };
 
-/// What the final operation does after the 2x upscaling chain.
+/// How a resize is decomposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Last {
-    /// A 1x1 copy of the upscaled image.
+enum Plan {
+    /// Nearest: upscaling copies only.
     Copy,
-    /// The upscaled image shifted by half a window (nearest with aligned corners).
+    /// Nearest with aligned corners: the upscaled image shifted by half a window.
     Select,
-    /// The mean over a window (bilinear with aligned corners).
+    /// Bilinear with aligned corners: the mean over a window of the upscaled image.
     Mean,
+    /// Bilinear: the same over the input replicate-padded at the bottom and right.
+    PaddedMean,
+    /// Bilinear with half-pixel centres, 2x: four phase convolutions over the padded input.
+    HalfPixel,
 }
 
 /// The upscaling factor `f` (2, 4 or 8) shared by every axis larger than 1, or a message
@@ -134,6 +144,12 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         ..cx.fm(op, y)?
     };
     let name = op.name.as_str();
+    if align_corners && half_pixel_centers {
+        return Err(Lowering::invalid(
+            op,
+            "aligned corners and half-pixel centres exclude each other",
+        ));
+    }
     if (oh, ow) == (h, w) {
         // Every mode maps each output pixel to the same input pixel.
         cx.program
@@ -141,31 +157,44 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             .push(pool_op(name, PoolingMode::Average, x_fm, y_fm, COPY_SCALE));
         return Ok(());
     }
-    let last = match (mode, align_corners) {
-        (ResizeMode::Nearest, false) => Last::Copy,
-        (ResizeMode::Nearest, true) => Last::Select,
-        (ResizeMode::Bilinear, true) => Last::Mean,
-        (ResizeMode::Bilinear, false) => {
+    let plan = match (mode, align_corners, half_pixel_centers) {
+        (ResizeMode::Nearest, false, _) => Plan::Copy,
+        (ResizeMode::Nearest, true, _) => Plan::Select,
+        (ResizeMode::Bilinear, true, _) => Plan::Mean,
+        (ResizeMode::Bilinear, false, false) => Plan::PaddedMean,
+        (ResizeMode::Bilinear, false, true) => Plan::HalfPixel,
+    };
+    if plan != Plan::Copy && plan != Plan::Select && x_fm.layout != Layout::Nhwc {
+        return Err(cx.limit(op, "bilinear resize of a brick-format input"));
+    }
+    let mut ops = Vec::new();
+    if plan == Plan::HalfPixel {
+        if (oh, ow) != (2 * h, 2 * w) {
             return Err(cx.limit(
                 op,
                 format!(
-                    "bilinear resize without aligned corners{} (needs padded average pools)",
-                    if half_pixel_centers {
-                        ", with half-pixel centres,"
-                    } else {
-                        ""
-                    }
+                    "bilinear resize with half-pixel centres {h}x{w} -> {oh}x{ow}; the NPU \
+                     lowering handles 2x only"
                 ),
             ));
         }
-    };
+        let p = replicate_pad(cx, name, &x_fm, 1, &mut ops);
+        for (py, px) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            ops.push(phase_op(name, &p, &y_fm, py, px));
+        }
+        cx.program.ops.extend(ops);
+        return Ok(());
+    }
     let f = factor([(h, oh), (w, ow)], align_corners).map_err(|e| cx.limit(op, e))?;
+    let mut cur = if plan == Plan::PaddedMean {
+        replicate_pad(cx, name, &x_fm, 0, &mut ops)
+    } else {
+        x_fm
+    };
 
     // Fully upscaled size per axis; the chain doubles towards it.
     let full = |i: usize, o: usize| if i == 1 { o } else { f * i };
     let (full_h, full_w) = (full(h, oh), full(w, ow));
-    let mut ops = Vec::new();
-    let mut cur = x_fm;
     let mut step = 2;
     while step < f {
         let next = [
@@ -186,10 +215,10 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     }
     // The last step's window: f along upscaled axes, 1 along axes of size 1.
     let (kh, kw) = (if h == 1 { 1 } else { f }, if w == 1 { 1 } else { f });
-    let last_op = match last {
-        Last::Copy => pool_op(name, PoolingMode::Average, cur, y_fm, COPY_SCALE),
-        Last::Select => select_op(name, cur, y_fm, kh, kw),
-        Last::Mean => {
+    let last_op = match plan {
+        Plan::Copy => pool_op(name, PoolingMode::Average, cur, y_fm, COPY_SCALE),
+        Plan::Select => select_op(name, cur, y_fm, kh, kw),
+        Plan::Mean | Plan::PaddedMean | Plan::HalfPixel => {
             // round_half_away(sum / n) for n = kh * kw = 2^m: the DBL rounding of
             // sum * 2^31 / 2^(31 + m) (exact first stage, half away from zero in the second).
             let m = (kh * kw).trailing_zeros() as u8;
@@ -215,6 +244,104 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     ops.push(upscaled(last_op));
     cx.program.ops.extend(ops);
     Ok(())
+}
+
+/// `fm` (NHWC) shifted to `origin` `[y, x]` with the given shape, same strides.
+fn sub_box(fm: &FeatureMap, [y, x]: [usize; 2], shape: [usize; 3]) -> FeatureMap {
+    FeatureMap {
+        offset: fm.offset + y * fm.strides[0] + x * fm.strides[1],
+        shape,
+        ..fm.clone()
+    }
+}
+
+/// Copies `x` into a new buffer with `before` replicated rows/columns at the top and left and
+/// one at the bottom and right (edge pixels repeated, TFLite's clamped source indices); returns
+/// the padded feature map. Rows are padded first so the column copies fill the corners.
+fn replicate_pad(
+    cx: &mut Lowering<'_>,
+    name: &str,
+    x: &FeatureMap,
+    before: usize,
+    ops: &mut Vec<NpuOp>,
+) -> FeatureMap {
+    let [h, w, c] = x.shape;
+    let ph = h + before + 1;
+    let pw = w + before + 1;
+    let p = scratch_fm(cx, format!("{name}/padded"), [ph, pw, c], x.dtype);
+    let copy = |ifm: FeatureMap, ofm: FeatureMap| {
+        pool_op(name, PoolingMode::Average, ifm, ofm, COPY_SCALE)
+    };
+    ops.push(copy(x.clone(), sub_box(&p, [before, before], [h, w, c])));
+    let row = [1, w, c];
+    ops.push(copy(
+        sub_box(x, [h - 1, 0], row),
+        sub_box(&p, [before + h, before], row),
+    ));
+    if before == 1 {
+        ops.push(copy(sub_box(x, [0, 0], row), sub_box(&p, [0, 1], row)));
+    }
+    let col = [ph, 1, c];
+    ops.push(copy(
+        sub_box(&p, [0, before + w - 1], col),
+        sub_box(&p, [0, before + w], col),
+    ));
+    if before == 1 {
+        ops.push(copy(sub_box(&p, [0, 1], col), sub_box(&p, [0, 0], col)));
+    }
+    p
+}
+
+/// One output phase `(py, px)` of a 2x half-pixel bilinear resize: output `(2k + py, 2j + px)`
+/// is the 2x2 window of the padded input at `(k + py, j + px)` weighted by `{1, 3}` (even phase)
+/// or `{3, 1}` (odd phase) per axis, divided by 16 and rounded half away from zero (scale
+/// `(2^31 + 1) / 2^35` with DBL rounding: exact first stage, then the rounding shift by 4).
+fn phase_op(name: &str, p: &FeatureMap, y: &FeatureMap, py: usize, px: usize) -> NpuOp {
+    let [ph, pw, c] = p.shape;
+    let ifm = sub_box(p, [py, px], [ph - 1, pw - 1, c]);
+    let [oh, ow, _] = y.shape;
+    let ofm = FeatureMap {
+        offset: y.offset + py * y.strides[0] + px * y.strides[1],
+        shape: [oh / 2, ow / 2, c],
+        strides: [2 * y.strides[0], 2 * y.strides[1], y.strides[2]],
+        ..y.clone()
+    };
+    let taps = |phase: usize| if phase == 0 { [1i16, 3] } else { [3, 1] };
+    let (wy, wx) = (taps(py), taps(px));
+    let kernel: Vec<i16> = wy
+        .iter()
+        .flat_map(|&a| wx.iter().map(move |&b| a * b))
+        .collect();
+    let values = kernel.repeat(c);
+    NpuOp {
+        name: name.to_string(),
+        kind: NpuOpKind::Depthwise(ConvWeights {
+            shape: [c, 2, 2, 1],
+            values,
+            scales: vec![
+                ChannelScale {
+                    bias: 0,
+                    scale: 0x8000_0001,
+                    shift: 35,
+                };
+                c
+            ],
+        }),
+        activation: Activation::none(ofm.dtype),
+        ifm,
+        ofm,
+        kernel: Kernel {
+            h: 2,
+            w: 2,
+            ..Kernel::UNIT
+        },
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: None,
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        block: None,
+    }
 }
 
 /// The same op reading its IFM upscaled 2x (nearest).
@@ -399,6 +526,70 @@ mod tests {
         ));
     }
 
+    /// Bilinear without aligned corners: replicate padding, then the chain or the phases.
+    #[test]
+    fn unaligned_bilinear_on_the_virtual_npu_equals_reference() {
+        use crate::ir::DType::{I8, U8};
+        use ResizeMode::Bilinear;
+        let check = super::super::softmax::e2e::check;
+        check(&resize(
+            Bilinear,
+            false,
+            false,
+            &[1, 4, 5, 3],
+            &[1, 8, 10, 3],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            false,
+            &[1, 3, 3, 2],
+            &[1, 12, 12, 2],
+            U8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            false,
+            &[1, 2, 3, 17],
+            &[1, 16, 24, 17],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            false,
+            &[1, 1, 5, 3],
+            &[1, 2, 10, 3],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            true,
+            &[1, 4, 5, 3],
+            &[1, 8, 10, 3],
+            I8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            true,
+            &[1, 7, 3, 20],
+            &[1, 14, 6, 20],
+            U8,
+        ));
+        check(&resize(
+            Bilinear,
+            false,
+            true,
+            &[1, 1, 1, 4],
+            &[1, 2, 2, 4],
+            I8,
+        ));
+    }
+
     #[test]
     fn resize_limits() {
         use crate::ir::DType::I8;
@@ -422,10 +613,19 @@ mod tests {
             false,
             true,
             &[1, 4, 4, 3],
-            &[1, 8, 8, 3],
+            &[1, 16, 16, 3],
             I8,
         );
-        assert!(err(&g).contains("bilinear"));
+        assert!(err(&g).contains("2x only"));
+        let g = resize(
+            ResizeMode::Bilinear,
+            true,
+            true,
+            &[1, 4, 4, 3],
+            &[1, 7, 7, 3],
+            I8,
+        );
+        assert!(err(&g).contains("exclude each other"));
         let g = resize(
             ResizeMode::Nearest,
             false,
