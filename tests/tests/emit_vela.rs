@@ -217,6 +217,7 @@ fn emit_single(
     let program = Program {
         buffers: vec![arena("ifm", sizes[0]), arena("ofm", sizes[1])],
         ops: vec![op],
+        ..Program::default()
     };
     let placement = Placement {
         buffers: vec![(1, addrs[0]), (1, addrs[1])],
@@ -401,6 +402,7 @@ fn emit_binary(accel: &AcceleratorConfig, op: NpuOp) -> Vec<u32> {
     let program = Program {
         buffers: vec![arena("a", 1024), arena("out", 1024), arena("b", 1024)],
         ops: vec![op],
+        ..Program::default()
     };
     // Vela writes the output over input 1 (both at 0x0).
     let placement = Placement {
@@ -556,6 +558,7 @@ fn softmax_lut_dma_matches_vela() {
                 },
             ],
             ops: vec![maxpool, sub],
+            ..Program::default()
         };
         let placement = Placement {
             buffers: vec![(1, input_addr), (1, max_addr), (exp_region, 0x0), (0, 0x0)],

@@ -248,13 +248,16 @@ pub(super) fn block_dependency(
         Some(ifm2) if ifm2.same_tensor(&prev.ofm) => 1,
         _ => 0,
     };
-    let Some(ifm) = cur.ifms[index] else { return 0 };
-    if !ifm.same_tensor(&prev.ofm) {
-        if cur.ifms.iter().flatten().any(|f| f.overlaps(&prev.ofm)) {
-            return 0;
+    // A scalar operand (no feature map) is never the previous OFM.
+    let ifm = match cur.ifms[index] {
+        Some(f) if f.same_tensor(&prev.ofm) => f,
+        _ => {
+            if cur.ifms.iter().flatten().any(|f| f.overlaps(&prev.ofm)) {
+                return 0;
+            }
+            return max as u16;
         }
-        return max as u16;
-    }
+    };
     if cur.ifms[1].is_some() && cur.ifm_sizes[index] < cur.ifm_sizes[1 - index] {
         // The previous OFM is a broadcast operand.
         return 0;
@@ -309,6 +312,108 @@ mod tests {
         let last = jobs(&area, [2, 4, 16], 3, false);
         assert_eq!(last.len(), 3);
         assert_eq!(last[2].start, [2, 0, 16]);
+    }
+
+    fn placed(fm: &FeatureMap, addr: u64) -> Placed<'_> {
+        Placed {
+            fm,
+            region: 1,
+            buffer_addr: addr,
+            buffer_size: fm.extent() as u64,
+        }
+    }
+
+    fn unit_block(d: usize) -> BlockConfig {
+        BlockConfig {
+            ofm_block: [2, 2, d],
+            ifm_block: [2, 2, d],
+            ifm_ib_end: 0,
+            ab_start: 0,
+            ifm2_ib_start: None,
+            acc_format: npu_rt::ethos_u::regs::AccFormat::I32,
+            part_kernel_first: false,
+        }
+    }
+
+    #[test]
+    fn block_dependency_cases() {
+        use super::super::super::npu_op::ElemType;
+        let a = FeatureMap::nhwc(0, [8, 8, 16], ElemType::I8, 0);
+        let b = FeatureMap::nhwc(1, [8, 8, 16], ElemType::I8, 0);
+        let prev = Producer {
+            ofm: placed(&a, 0x1000),
+            block: unit_block(16),
+            used_lut: false,
+        };
+        fn consumer(ifms: [Option<Placed<'_>>; 2]) -> Consumer<'_> {
+            Consumer {
+                ifms,
+                ifm_sizes: [1024, 1],
+                kernel: Kernel::UNIT,
+                block: unit_block(16),
+                uses_lut: false,
+            }
+        }
+        // First op: nothing to depend on.
+        assert_eq!(
+            block_dependency(None, &consumer([Some(placed(&b, 0)), None]), 3, false),
+            0
+        );
+        // Unrelated, non-overlapping input (also when the first operand is a scalar).
+        assert_eq!(
+            block_dependency(
+                Some(&prev),
+                &consumer([Some(placed(&b, 0)), None]),
+                3,
+                false
+            ),
+            3
+        );
+        assert_eq!(
+            block_dependency(
+                Some(&prev),
+                &consumer([None, Some(placed(&b, 0))]),
+                3,
+                false
+            ),
+            3
+        );
+        // Overlapping but not the same tensor: no overlap of work allowed.
+        assert_eq!(
+            block_dependency(
+                Some(&prev),
+                &consumer([Some(placed(&b, 0x1200)), None]),
+                3,
+                false
+            ),
+            0
+        );
+        // Direct producer -> consumer with 2x2 blocks over 8x8: the first consumer job reads
+        // rows 0-1 while the last producer jobs write rows 6-7, so three jobs may overlap.
+        assert_eq!(
+            block_dependency(
+                Some(&prev),
+                &consumer([Some(placed(&a, 0x1000)), None]),
+                3,
+                false
+            ),
+            3
+        );
+        // A LUT user followed by a non-LUT op on a configuration whose LUT shares the
+        // accumulator banks.
+        let lut_prev = Producer {
+            used_lut: true,
+            ..prev
+        };
+        assert_eq!(
+            block_dependency(
+                Some(&lut_prev),
+                &consumer([Some(placed(&b, 0)), None]),
+                3,
+                true
+            ),
+            0
+        );
     }
 
     #[test]

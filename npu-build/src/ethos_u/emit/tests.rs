@@ -47,7 +47,14 @@ fn program(ops: Vec<NpuOp>, buffers: Vec<Buffer>) -> (Program, Placement) {
         buffers: (0..buffers.len()).map(|i| (1u8, i as u64 * 1024)).collect(),
         weights: vec![None; ops.len()],
     };
-    (Program { buffers, ops }, placement)
+    (
+        Program {
+            buffers,
+            ops,
+            ..Program::default()
+        },
+        placement,
+    )
 }
 
 fn with_blocks(p: &mut Program, accel: &npu_rt::ethos_u::config::AcceleratorConfig) {
