@@ -18,8 +18,12 @@ const SLICE_END_WASTE: u32 = 12;
 const MAX_SLICE: usize = 1 << 15;
 /// Cost standing for "cannot be coded".
 const INVALID: u32 = 1 << 24;
-/// Candidates (zero-run mode, palette) encoded exactly after ranking by estimate.
-const EXACT_CANDIDATES: usize = 3;
+/// Candidates (palettes) per zero-run mode encoded exactly at least, after ranking by estimate.
+const EXACT_CANDIDATES: usize = 2;
+/// Values x candidates planned exactly per zero-run mode (bounds the time of large streams).
+const EXACT_BUDGET: usize = 100_000;
+/// Most candidates planned exactly per zero-run mode.
+const MAX_CANDIDATES: usize = 8;
 
 /// Sign-magnitude value of a weight as the format stores it.
 fn palval(w: i16) -> u16 {
@@ -134,9 +138,8 @@ fn make_palette(
 /// Encodes one section (one palette) of stream values into `bits`.
 fn encode_section(values: &[i16], bits: &mut BitWriter) {
     let has_zero = values.contains(&0);
-    // (estimated bits, zero runs, palette size) of every candidate.
-    let mut ranked: Vec<(u64, bool, usize)> = Vec::new();
-    let mut splits = Vec::new();
+    // (estimated bits, palette size) of every candidate, per zero-run mode.
+    let mut modes = Vec::new();
     for zero_runs in [false, true] {
         if zero_runs && !has_zero {
             continue;
@@ -166,6 +169,7 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
             0
         };
         // Rank palettes by an estimate: best single weight code over the index histogram.
+        let mut ranked: Vec<(u64, usize)> = Vec::new();
         let max_k = by_freq.len().min(32);
         // k = 1 is padded to a two-entry palette (a single distinct value still gains from one).
         let first_k = if max_k >= 2 { 2 } else { 1 };
@@ -191,23 +195,18 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
                 .min()
                 .unwrap_or(u64::MAX);
             let header = u64::from(pal.palbits) * pal.entries.len() as u64;
-            ranked.push((wbits + header + zbits, zero_runs, k));
+            ranked.push((wbits + header + zbits, k));
         }
-        splits.push((zero_runs, sp, by_freq));
+        ranked.sort();
+        modes.push((zero_runs, sp, by_freq, ranked));
     }
-    ranked.sort();
-    let best_estimate = ranked.first().map_or(0, |r| r.0);
-    let mut best: Option<BitWriter> = None;
-    for &(estimate, zero_runs, k) in ranked.iter().take(EXACT_CANDIDATES) {
-        // Candidates estimated clearly worse than the best are not worth encoding.
-        if estimate > best_estimate + best_estimate / 50 + 64 {
-            break;
-        }
-        let Some((_, sp, by_freq)) = splits.iter().find(|s| s.0 == zero_runs) else {
-            continue;
-        };
-        {
-            let Some((pal, index, all_in)) = make_palette(by_freq, k, zero_runs) else {
+    // Plan (dynamic programming, no writing) the best candidates of each mode by estimate;
+    // small sections can afford more of them.
+    let per_mode = (EXACT_BUDGET / values.len().max(1)).clamp(EXACT_CANDIDATES, MAX_CANDIDATES);
+    let mut best: Option<(u64, Palette, Vec<u32>, usize, Plan)> = None;
+    for (zero_runs, sp, by_freq, ranked) in &modes {
+        for &(_, k) in ranked.iter().take(per_mode) {
+            let Some((pal, index, all_in)) = make_palette(by_freq, k, *zero_runs) else {
                 continue;
             };
             let w: Vec<u32> = sp
@@ -215,109 +214,164 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
                 .iter()
                 .map(|&v| u32::from(index[usize::from(v)]))
                 .collect();
-            let mut trial = BitWriter::default();
-            write_section(&mut trial, &pal, &w, &sp.runs, all_in);
-            if best.as_ref().is_none_or(|b| trial.len < b.len) {
-                best = Some(trial);
+            let plan = plan_section(&pal, &w, &sp.runs, all_in);
+            let cost = plan.bits + u64::from(pal.palbits) * pal.entries.len() as u64;
+            if best.as_ref().is_none_or(|b| cost < b.0) {
+                best = Some((cost, pal, w, usize::from(*zero_runs), plan));
             }
         }
     }
-    if let Some(trial) = best {
-        bits.append(&trial);
+    if let Some((_, pal, w, mode, plan)) = best {
+        let runs = modes
+            .iter()
+            .find(|m| usize::from(m.0) == mode)
+            .map_or(&[][..], |m| &m.1.runs[..]);
+        write_plan(bits, &pal, &w, runs, &plan);
     }
 }
 
-/// Writes a section with known palette and indices: slices chosen by dynamic programming.
-fn write_section(bits: &mut BitWriter, pal: &Palette, w: &[u32], runs: &[u32], all_in: bool) {
-    let codes = wcodes(pal, all_in);
-    let zdivs: &[u32] = if pal.zero_runs { &[0, 1, 2, 3] } else { &[0] };
-    let nz = zdivs.len();
-    let states: Vec<(WCode, u32)> = codes
-        .iter()
-        .flat_map(|&c| zdivs.iter().map(move |&z| (c, z)))
-        .collect();
-    let ns = states.len();
-    let n = w.len();
-    // Cost tables: weight code x index, so the inner loop is two lookups and an add.
-    let wtab: Vec<[u32; 512]> = codes
-        .iter()
-        .map(|c| {
-            let mut t = [INVALID; 512];
-            for (x, slot) in t.iter_mut().enumerate() {
-                *slot = c.cost(x as u32).unwrap_or(INVALID);
-            }
-            t
-        })
-        .collect();
-    let mut zc = [0u32; 4];
-    let mut item = vec![0u64; ns];
-    let mut item_costs = |i: usize, item: &mut [u64]| {
-        if pal.zero_runs {
-            for (z, slot) in zc.iter_mut().enumerate().take(nz) {
-                *slot = zcost(runs[i + 1], z as u32);
-                if i == 0 {
-                    *slot += zcost(runs[0], z as u32);
-                }
-            }
-        }
-        let x = (w[i] as usize).min(511);
-        for (ci, t) in wtab.iter().enumerate() {
-            let wcost = u64::from(t[x]);
-            for z in 0..nz {
-                item[ci * nz + z] = wcost + u64::from(zc[z]);
-            }
-        }
-    };
-    // dp over items; `switched[i]` bit s: state s at item i starts a new slice.
-    let header = u64::from(SLICE_HEADER_BITS + SLICE_END_WASTE);
-    item_costs(0, &mut item);
-    let mut dp = item.clone();
-    let mut switched = vec![0u64; n];
+/// Slices of a section: `(start, end, weight code, zero-run divisor)` over coded weights.
+struct Plan {
+    slices: Vec<(usize, usize, WCode, u32)>,
+    /// Estimated bits (values, slice headers, end-of-slice waste).
+    bits: u64,
+}
+
+/// Optimal segmentation of `n` items into runs of constant state: `cost(i, out)` fills the
+/// cost of item `i` in every state; starting a new segment costs `header` except at the item
+/// indices in `free` (sorted). Returns `(segments as (start, end, state), total cost)`.
+fn segment<const N: usize>(
+    n: usize,
+    states: usize,
+    mut cost: impl FnMut(usize, &mut [u32; N]),
+    header: u64,
+    free: &[usize],
+) -> (Vec<(usize, usize, usize)>, u64) {
+    let states = states.min(N);
+    if n == 0 {
+        return (Vec::new(), 0);
+    }
+    let mut c = [0u32; N];
+    let mut dp = [u64::MAX / 2; N];
+    cost(0, &mut c);
+    for s in 0..states {
+        dp[s] = u64::from(c[s]);
+    }
+    // Per item: which states started a new segment there, and the best state before it.
+    let mut switched = vec![0u16; n];
     let mut argmin = vec![0u8; n];
+    let mut free_iter = free.iter().peekable();
     for i in 1..n {
         let mut best_s = 0;
         let mut best = u64::MAX;
-        for (s, &d) in dp.iter().enumerate() {
+        for (s, &d) in dp.iter().enumerate().take(states) {
             if d < best {
                 best = d;
                 best_s = s;
             }
         }
-        argmin[i - 1] = best_s as u8;
-        item_costs(i, &mut item);
-        let switch_base = best + header;
-        let mut mask = 0u64;
-        for (s, (d, &c)) in dp.iter_mut().zip(item.iter()).enumerate() {
-            if switch_base < *d {
-                *d = switch_base + c;
-                mask |= 1 << s;
-            } else {
-                *d += c;
-            }
+        argmin[i] = best_s as u8;
+        while free_iter.next_if(|&&f| f < i).is_some() {}
+        let free_here = free_iter.next_if(|&&f| f == i).is_some();
+        let base = best + if free_here { 0 } else { header };
+        cost(i, &mut c);
+        let mut mask = 0u16;
+        for s in 0..states {
+            let stay = dp[s];
+            let take = base < stay;
+            dp[s] = if take { base } else { stay } + u64::from(c[s]);
+            mask |= u16::from(take) << s;
         }
         switched[i] = mask;
     }
-    // Backtrack: slices as (start, end, state).
-    let mut s = dp
+    let (mut s, total) = dp
         .iter()
+        .take(states)
         .copied()
         .enumerate()
-        .min_by_key(|&(_, c)| c)
-        .map_or(0, |(s, _)| s);
-    let mut slices = Vec::new();
+        .min_by_key(|&(_, d)| d)
+        .unwrap_or((0, 0));
+    let mut segments = Vec::new();
     let mut end = n;
     for i in (1..n).rev() {
-        if switched[i] >> s & 1 == 1 {
-            slices.push((i, end, s));
+        if (switched[i] >> s) & 1 == 1 {
+            segments.push((i, end, s));
             end = i;
-            s = usize::from(argmin[i - 1]);
+            s = usize::from(argmin[i]);
         }
     }
-    slices.push((0, end, s));
-    slices.reverse();
+    segments.push((0, end, s));
+    segments.reverse();
+    (segments, total)
+}
+
+/// Chooses slices for a section with known palette and indices: the weight codes first, then
+/// the zero-run divisors (boundaries the weights already pay for are free for the runs).
+fn plan_section(pal: &Palette, w: &[u32], runs: &[u32], all_in: bool) -> Plan {
+    let codes = wcodes(pal, all_in);
+    let header = u64::from(SLICE_HEADER_BITS + SLICE_END_WASTE);
+    // Cost tables: weight code x index.
+    let mut wtab = vec![[INVALID; 512]; codes.len()];
+    for (t, c) in wtab.iter_mut().zip(&codes) {
+        for (x, slot) in t.iter_mut().enumerate() {
+            *slot = c.cost(x as u32).unwrap_or(INVALID);
+        }
+    }
+    let (wsegs, wbits) = segment::<16>(
+        w.len(),
+        codes.len(),
+        |i, out| {
+            let x = (w[i] as usize).min(511);
+            for (o, t) in out.iter_mut().zip(&wtab) {
+                *o = t[x];
+            }
+        },
+        header,
+        &[],
+    );
+    let mut bits = wbits + u64::from(SLICE_HEADER_BITS) + 13;
+    let zsegs = if pal.zero_runs {
+        let starts: Vec<usize> = wsegs.iter().map(|s| s.0).collect();
+        let (zsegs, zbits) = segment::<4>(
+            w.len(),
+            4,
+            |i, out| {
+                for (zd, o) in out.iter_mut().enumerate() {
+                    *o = zcost(runs[i + 1], zd as u32);
+                    if i == 0 {
+                        *o += zcost(runs[0], zd as u32);
+                    }
+                }
+            },
+            header,
+            &starts,
+        );
+        bits += zbits;
+        zsegs
+    } else {
+        vec![(0, w.len(), 0)]
+    };
+    // Merge both segmentations into slices.
+    let mut slices = Vec::new();
+    let (mut wi, mut zi, mut start) = (0, 0, 0);
+    while let (Some(ws), Some(zs)) = (wsegs.get(wi), zsegs.get(zi)) {
+        let end = ws.1.min(zs.1);
+        slices.push((start, end, codes[ws.2], zs.2 as u32));
+        start = end;
+        if ws.1 == end {
+            wi += 1;
+        }
+        if zs.1 == end {
+            zi += 1;
+        }
+    }
+    Plan { slices, bits }
+}
+
+/// Writes a planned section.
+fn write_plan(bits: &mut BitWriter, pal: &Palette, w: &[u32], runs: &[u32], plan: &Plan) {
     let mut first = true;
-    for (start, end, s) in slices {
-        let (wcode, zdiv) = states[s];
+    for &(start, end, wcode, zdiv) in &plan.slices {
         let mut a = start;
         while a < end {
             let b = end.min(a + MAX_SLICE);

@@ -38,17 +38,6 @@ impl BitWriter {
         }
     }
 
-    /// Appends everything `other` holds.
-    pub fn append(&mut self, other: &BitWriter) {
-        let full = other.len / 8;
-        for &b in &other.bytes[..full] {
-            self.put(8, u32::from(b));
-        }
-        if let Some(&last) = other.bytes.get(full) {
-            self.put((other.len % 8) as u32, u32::from(last));
-        }
-    }
-
     /// Ends the stream: an end-of-stream marker, ones to the byte boundary, then `0xff` bytes up
     /// to a multiple of 16 bytes (the alignment the hardware needs between streams).
     pub fn finish(mut self) -> Vec<u8> {
