@@ -1,4 +1,4 @@
-//! Lowering of 8-bit softmax (over the last axis) into 29 NPU operations, and the small
+//! Lowering of 8-bit softmax (over the last axis) into 27 NPU operations, and the small
 //! operation builders the mean and resize lowerings share.
 //!
 //! The sequence computes TFLite's int8/uint8 reference softmax bit for bit (backend-facts §2.15;
@@ -7,6 +7,12 @@
 //! the exponents rounded to Q12.19; its reciprocal by gemmlowp's Newton-Raphson
 //! `one_over_one_plus_x_for_x_in_0_1` on `sum << (clz(sum) - 1)`; and the final product shifted
 //! right by `35 - clz(sum)` into the output (scale 1/256, zero point at the type minimum).
+//! (Vela's op_softmax stream has 28 operations plus the LUT DMA: it adds an Add of a zero
+//! tensor before the last shift, which does not change the arithmetic.)
+//!
+//! When a row's sum of exponents reaches 512 (e.g. 512 entries equal to the row maximum),
+//! TFLite's final rounding shift is 32 bits or more, which is undefined behaviour in its C++;
+//! the NPU then computes the exactly rounded value (outputs at the type minimum or one above).
 //!
 //! Products of two int32 values use OFM_SCALE `(1, n)`: the hardware computes `a * b / 2^n` with
 //! the op's rounding, so `n = 31` is gemmlowp's saturating rounding doubling high multiply (Vela
