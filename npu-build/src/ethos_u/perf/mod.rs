@@ -3,8 +3,9 @@
 //! We cannot time silicon here, so speed is estimated with a cost model, checked against
 //! Arm's: the model is the one Vela 5.2.0 uses to report `cycles_total` (Regor's
 //! `EthosU55Performance` and `NetworkPerformance`), and `tests/tests/perf_vela.rs` holds the
-//! estimate of every Vela fixture stream within 20% of Vela's own number. Because it reads
-//! only the command stream, the same model times Vela's streams and ours.
+//! estimate of every Vela fixture stream (with Vela's accounting, [`Options::VELA`]) within 20%
+//! of Vela's own `cycles_total`. Because it reads only the command stream, the same model times
+//! Vela's streams and ours.
 //!
 //! # The model
 //!
@@ -50,15 +51,24 @@
 //!
 //! # Differences from Vela's own estimate
 //!
-//! Vela costs each of its *scheduler* operations once, with the operation's full shape, while
-//! the stream may split one into several `NPU_OP`s (weight depth slices, cascade stripes,
-//! tiles); here every `NPU_OP` is costed on its own, so each one pays its first-block and
-//! last-block exposure. Vela charges buffered weights to the constant memory of the operation
-//! that uses them and subtracts the previous operation's run time ("slack"); here the weight
-//! DMAs are timed on the DMA engine and overlap as the stream's waits allow. Left out, in both:
-//! bandwidth shared between the DMA and the NPU on the same memory, the command stream fetch
-//! itself, the weight decoder's throughput, `BLOCKDEP` overlap of consecutive operations, AXI
-//! outstanding-transaction limits, and the CPU.
+//! - *Granularity*: Vela costs each of its scheduler operations once, with its full shape.
+//!   The stream may split one into several `NPU_OP`s. Runs of depth slices (weight
+//!   double-buffering) are recognised and costed once ([`group`]); other splits (cascade
+//!   stripes interleaved with other operations, tiles) are costed per `NPU_OP`, each paying
+//!   its own first-block and last-block exposure.
+//! - *Weight DMAs*: Vela charges buffered weights to the operation that uses them and subtracts
+//!   the previous operation's run time ("slack") from the transfer, and lets an operation's
+//!   memory time hide its wait for weights; here the DMAs run on the DMA engine, overlap as
+//!   the stream's waits allow, and an operation cannot start before its weights arrive.
+//! - *LUT loads*: timed by default; Vela 5.2.0 leaves out the load of a LUT fused into an
+//!   operation as its activation ([`Options::VELA`] does the same).
+//! - *Bursts*: as in Vela, a feature map's burst length is judged from the operation's own view
+//!   of it, so writing 16 of every 32 channels of an NHWC tensor (a concatenation) counts as
+//!   contiguous although the bus sees 16-byte pieces.
+//!
+//! Left out, by both: bandwidth shared between a DMA and the NPU on the same memory, fetching
+//! the command stream, the weight decoder's throughput, `BLOCKDEP` overlap between different
+//! operations, AXI outstanding-transaction limits, DRAM page effects, and the CPU.
 
 pub mod group;
 pub mod model;
