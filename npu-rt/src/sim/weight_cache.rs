@@ -18,7 +18,7 @@ use super::error::SimErrorKind;
 pub(crate) struct DecodedWeights {
     pub ohwi: Vec<i16>,
     pub scales: Vec<ScaleEntry>,
-    pub packed: Vec<i16>,
+    pub packed: Vec<f32>,
 }
 
 struct Entry {

@@ -10,7 +10,8 @@ use std::vec::Vec;
 
 use crate::ethos_u::config::AcceleratorConfig;
 use crate::ethos_u::regs::{
-    AccFormat, ActivationPrecision, IfmPrecision, KernelStride, OfmScaleMode, WeightOrder,
+    AccFormat, ActivationPrecision, IfmPrecision, IfmUpscaleMode, KernelStride, OfmScaleMode,
+    WeightOrder,
 };
 use crate::ethos_u::weights::{
     ScaleEntry, Traversal, WeightGeometry, decode_scales, decode_weights,
@@ -160,32 +161,41 @@ pub(crate) fn run(
     let requant: Vec<_> = weights.scales.iter().map(|e| out.requant(e)).collect();
     // i32 lanes are exact for 8-bit inputs while kernel volume * 255 * 255 < 2^31.
     let kvol = kh as usize * kw as usize;
-    let narrow = ifm_bits == 8 && kvol * if depthwise { 1 } else { icu } <= 32_768;
-    let mut acc = vec![0i32; du];
-    if narrow && depthwise && kvol <= F32_EXACT_TERMS {
+    let terms = kvol * if depthwise { 1 } else { icu };
+    // 8-bit inputs: products are at most 255 * 255, so i32 sums of `terms` products are exact
+    // below 33025 terms, and f32 partial sums of up to F32_EXACT_TERMS products are exact.
+    let narrow = ifm_bits == 8 && terms <= 32_768 && (!depthwise || kvol <= F32_EXACT_TERMS);
+    if narrow {
         let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v as f32);
-        let wf: Vec<f32> = weights.packed.iter().map(|&v| v as f32).collect();
+        let mut acc = vec![0i32; du];
         let mut accf = vec![0f32; du];
+        let mut nz = vec![(0f32, 0usize); terms];
         for oy in 0..hu {
             for ox in 0..wu {
-                depthwise_pixel_f32(&img, &wf, &k, oy, ox, &mut accf);
-                // Exact: every partial sum is an integer below 2^24.
-                acc.iter_mut().zip(&accf).for_each(|(a, &f)| *a = f as i32);
-                let pixel = oy * wu + ox;
-                out.requant_row(&acc, &requant, result.get_mut(pixel * du..(pixel + 1) * du));
-            }
-        }
-    } else if narrow {
-        let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v as i16);
-        for oy in 0..hu {
-            for ox in 0..wu {
-                if depthwise {
-                    depthwise_pixel(&img, &weights.packed, &k, oy, ox, &mut acc);
+                let in_f32 = if depthwise {
+                    depthwise_pixel(&img, &weights.packed, &k, oy, ox, &mut accf);
+                    true
                 } else {
-                    conv_pixel(&img, &weights.ohwi, &k, icu, oy, ox, &mut acc);
-                }
+                    conv_pixel(
+                        &img,
+                        &weights.packed,
+                        &k,
+                        icu,
+                        oy,
+                        ox,
+                        &mut nz,
+                        &mut accf,
+                        &mut acc,
+                    )
+                };
                 let pixel = oy * wu + ox;
-                out.requant_row(&acc, &requant, result.get_mut(pixel * du..(pixel + 1) * du));
+                let row = result.get_mut(pixel * du..(pixel + 1) * du);
+                if in_f32 {
+                    // Exact: the sums are integers below 2^24.
+                    out.requant_row(&accf, |f| f as i64, &requant, row);
+                } else {
+                    out.requant_row(&acc, |a| a as i64, &requant, row);
+                }
             }
         }
     } else {
@@ -242,13 +252,29 @@ fn build_image<T: Copy + Default>(
     ic: usize,
     channels: usize,
     zp: i64,
-    cast: impl Fn(i64) -> T,
+    cast: impl Fn(i32) -> T,
 ) -> Vec<T> {
+    // Zero points are 16-bit and inputs at most 16-bit here, so i32 differences are exact.
+    let zp = zp as i32;
     let mut img = vec![T::default(); k.ph * k.pw * channels];
+    let plain = g.upscale == IfmUpscaleMode::None && ic == channels;
     for py in 0..k.ph {
         let Some(iy) = g.source(py as i64 - g.pad_top as i64, g.up_h) else {
             continue;
         };
+        if plain {
+            // Without upscaling a padded row is [left padding][the IFM row][right padding].
+            let (pl, w) = (g.pad_left as usize, g.ifm_w as usize);
+            let src = iy as usize * w * ic;
+            let dst = (py * k.pw + pl) * ic;
+            let n = (w * ic).min(k.pw.saturating_sub(pl) * ic);
+            if let (Some(s), Some(d)) = (vals.get(src..src + n), img.get_mut(dst..dst + n)) {
+                for (o, &v) in d.iter_mut().zip(s) {
+                    *o = cast(v.wrapping_sub(zp));
+                }
+            }
+            continue;
+        }
         for px in 0..k.pw {
             let Some(ix) = g.source(px as i64 - g.pad_left as i64, g.up_w) else {
                 continue;
@@ -257,7 +283,7 @@ fn build_image<T: Copy + Default>(
             let dst = (py * k.pw + px) * channels;
             if let (Some(s), Some(d)) = (vals.get(src..src + ic), img.get_mut(dst..dst + ic)) {
                 for (o, &v) in d.iter_mut().zip(s) {
-                    *o = cast(v as i64 - zp);
+                    *o = cast(v.wrapping_sub(zp));
                 }
             }
         }
@@ -269,114 +295,105 @@ fn build_image<T: Copy + Default>(
 /// many of them stay below 2^24 and are therefore exact.
 const F32_EXACT_TERMS: usize = 258;
 
-/// Dot products of `x` with four weight rows at once (one pass over `x`). The
-/// `sum += a as i32 * b as i32` reductions compile to multiply-add-pairs on every x86-64.
-#[inline]
-fn dot4(x: &[i16], w: [&[i16]; 4]) -> [i32; 4] {
-    let n = x
-        .len()
-        .min(w[0].len())
-        .min(w[1].len())
-        .min(w[2].len())
-        .min(w[3].len());
-    let (x, w0, w1, w2, w3) = (&x[..n], &w[0][..n], &w[1][..n], &w[2][..n], &w[3][..n]);
-    let (mut s0, mut s1, mut s2, mut s3) = (0i32, 0i32, 0i32, 0i32);
-    for i in 0..n {
-        let a = x[i] as i32;
-        s0 = s0.wrapping_add(a * w0[i] as i32);
-        s1 = s1.wrapping_add(a * w1[i] as i32);
-        s2 = s2.wrapping_add(a * w2[i] as i32);
-        s3 = s3.wrapping_add(a * w3[i] as i32);
-    }
-    [s0, s1, s2, s3]
-}
-
-#[inline]
-fn dot1(x: &[i16], w: &[i16]) -> i32 {
-    let mut s = 0i32;
-    for (&a, &b) in x.iter().zip(w) {
-        s = s.wrapping_add(a as i32 * b as i32);
-    }
-    s
-}
-
-/// One output position of a convolution with 8-bit inputs (i32 sums are exact: the caller
-/// checked the kernel volume). Weights are OHWI, so for each kernel row the image and the
-/// weights hold `kw * ic` contiguous values (undilated) that one dot product covers.
+/// One output position of a convolution with 8-bit inputs.
+///
+/// The kernel window's non-zero inputs are collected first (zero activations, e.g. after ReLU,
+/// and padding cost nothing), then each group of four is applied to all output channels as
+/// `acc[o] += x0 * w0[o] + x1 * w1[o] + x2 * w2[o] + x3 * w3[o]` with weights `[term][oc]`.
+/// The sums are f32, exact because at most [`F32_EXACT_TERMS`] products are added before
+/// they are moved into the i32 accumulators.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 fn conv_pixel(
-    img: &[i16],
-    ohwi: &[i16],
+    img: &[f32],
+    hwio: &[f32],
     k: &Window,
     ic: usize,
     oy: usize,
     ox: usize,
+    nz: &mut [(f32, usize)],
+    accf: &mut [f32],
     acc: &mut [i32],
-) {
-    acc.iter_mut().for_each(|a| *a = 0);
+) -> bool {
     let oc = acc.len();
-    let per_oc = k.kh * k.kw * ic;
-    // (image start, weight offset within an output channel, length) of each contiguous piece.
-    let pieces = (0..k.kh).flat_map(|ky| {
-        let full = k.dx == 1;
-        (0..if full { 1 } else { k.kw }).map(move |kx| {
-            let len = if full { k.kw * ic } else { ic };
-            (k.at(oy, ox, ky, kx, ic), (ky * k.kw + kx) * ic, len)
-        })
-    });
-    for (at, woff, len) in pieces {
-        let Some(x) = img.get(at..at + len) else {
-            continue;
-        };
-        let row = |o: usize| {
-            ohwi.get(o * per_oc + woff..o * per_oc + woff + len)
-                .unwrap_or(&[])
-        };
-        let mut o = 0;
-        while o + 4 <= oc {
-            let s = dot4(x, [row(o), row(o + 1), row(o + 2), row(o + 3)]);
-            for (a, v) in acc[o..o + 4].iter_mut().zip(s) {
-                *a = a.wrapping_add(v);
-            }
-            o += 4;
-        }
-        while o < oc {
-            acc[o] = acc[o].wrapping_add(dot1(x, row(o)));
-            o += 1;
-        }
-    }
-}
-
-/// One output position of a depthwise convolution, 8-bit inputs: weights as `[ky][kx][c]`.
-#[inline]
-fn depthwise_pixel(img: &[i16], packed: &[i16], k: &Window, oy: usize, ox: usize, acc: &mut [i32]) {
-    acc.iter_mut().for_each(|a| *a = 0);
-    let c = acc.len();
+    // Branch-free compaction of the non-zero inputs into `nz` (capacity: every term).
+    let mut n = 0usize;
     for ky in 0..k.kh {
         for kx in 0..k.kw {
-            let at = k.at(oy, ox, ky, kx, c);
-            let start = (ky * k.kw + kx) * c;
-            let (Some(x), Some(w)) = (img.get(at..at + c), packed.get(start..start + c)) else {
+            let at = k.at(oy, ox, ky, kx, ic);
+            let (Some(x), Some(dst)) = (img.get(at..at + ic), nz.get_mut(n..n + ic)) else {
                 continue;
             };
-            for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
-                *a += x as i32 * w as i32;
+            let term0 = (ky * k.kw + kx) * ic;
+            let mut m = 0usize;
+            for (i, &v) in x.iter().enumerate() {
+                if let Some(slot) = dst.get_mut(m) {
+                    *slot = (v, term0 + i);
+                }
+                m += (v != 0.0) as usize;
             }
+            n += m;
         }
     }
+    let row = |t: usize| hwio.get(t * oc..(t + 1) * oc).unwrap_or(&[]);
+    // Chunks of up to F32_EXACT_TERMS terms, each summed exactly in f32.
+    let chunks = nz.get(..n).unwrap_or(&[]).chunks(F32_EXACT_TERMS / 4 * 4);
+    let single = n <= F32_EXACT_TERMS / 4 * 4;
+    let mut first = true;
+    for chunk in chunks {
+        let mut quads = chunk.chunks_exact(4);
+        let mut fresh = true;
+        for q in &mut quads {
+            let (w0, w1, w2, w3) = (row(q[0].1), row(q[1].1), row(q[2].1), row(q[3].1));
+            let n = oc.min(w0.len()).min(w1.len()).min(w2.len()).min(w3.len());
+            let (a, w0, w1, w2, w3) = (&mut accf[..n], &w0[..n], &w1[..n], &w2[..n], &w3[..n]);
+            let (x0, x1, x2, x3) = (q[0].0, q[1].0, q[2].0, q[3].0);
+            if fresh {
+                for o in 0..n {
+                    a[o] = x0 * w0[o] + x1 * w1[o] + x2 * w2[o] + x3 * w3[o];
+                }
+                fresh = false;
+            } else {
+                for o in 0..n {
+                    a[o] += x0 * w0[o] + x1 * w1[o] + x2 * w2[o] + x3 * w3[o];
+                }
+            }
+        }
+        if fresh {
+            accf.iter_mut().for_each(|a| *a = 0.0);
+        }
+        for &(x, t) in quads.remainder() {
+            for (a, &w) in accf.iter_mut().zip(row(t)) {
+                *a += x * w;
+            }
+        }
+        if single {
+            // The whole sum is in accf.
+            return true;
+        }
+        if first {
+            acc.iter_mut()
+                .zip(accf.iter())
+                .for_each(|(a, &f)| *a = f as i32);
+            first = false;
+        } else {
+            acc.iter_mut()
+                .zip(accf.iter())
+                .for_each(|(a, &f)| *a = a.wrapping_add(f as i32));
+        }
+    }
+    if first {
+        // No non-zero input at all.
+        accf.iter_mut().for_each(|a| *a = 0.0);
+        return true;
+    }
+    false
 }
 
-/// [`depthwise_pixel`] in f32 (exact for up to [`F32_EXACT_TERMS`] kernel elements; vectorises
-/// on every x86-64, unlike 32-bit integer multiplies).
+/// One output position of a depthwise convolution, 8-bit inputs, in f32 (exact for up to
+/// [`F32_EXACT_TERMS`] kernel elements): weights `[ky][kx][c]`.
 #[inline]
-fn depthwise_pixel_f32(
-    img: &[f32],
-    packed: &[f32],
-    k: &Window,
-    oy: usize,
-    ox: usize,
-    acc: &mut [f32],
-) {
+fn depthwise_pixel(img: &[f32], packed: &[f32], k: &Window, oy: usize, ox: usize, acc: &mut [f32]) {
     acc.iter_mut().for_each(|a| *a = 0.0);
     let c = acc.len();
     for ky in 0..k.kh {
@@ -484,23 +501,21 @@ fn load_weights<'c>(
     })
 }
 
-/// The depthwise fast paths' weight layout `[ky][kx][c]` (empty for convolutions, which read
-/// OHWI directly).
-fn pack(ohwi: &[i16], geom: &WeightGeometry) -> Vec<i16> {
+/// The 8-bit fast paths' weight layouts, in f32: depthwise `[ky][kx][c]`, convolution
+/// `[ky][kx][ic][oc]` (one row of output channels per kernel term).
+fn pack(ohwi: &[i16], geom: &WeightGeometry) -> Vec<f32> {
     let (oc, kh, kw) = (
         geom.ofm_depth as usize,
         geom.kernel_height as usize,
         geom.kernel_width as usize,
     );
-    let kvol = kh * kw;
-    if !matches!(geom.traversal, Traversal::Depthwise) {
-        return Vec::new();
-    }
-    let mut out = vec![0i16; kvol * oc];
-    for c in 0..oc {
-        for k in 0..kvol {
-            if let (Some(d), Some(&v)) = (out.get_mut(k * oc + c), ohwi.get(c * kvol + k)) {
-                *d = v;
+    let ic = geom.weight_ifm_depth() as usize;
+    let terms = kh * kw * ic;
+    let mut out = vec![0f32; terms * oc];
+    for o in 0..oc {
+        for t in 0..terms {
+            if let (Some(d), Some(&v)) = (out.get_mut(t * oc + o), ohwi.get(o * terms + t)) {
+                *d = v as f32;
             }
         }
     }

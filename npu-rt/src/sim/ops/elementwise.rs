@@ -7,9 +7,12 @@
 //! Input scaling of ADD/SUB:
 //! - OPA_OPB_16: both operands are multiplied by their integer scales (`OPA_SCALE`, `OPB_SCALE`).
 //! - OPA_32 / OPB_32: the selected operand is scaled by the 32-bit `OPA_SCALE` and its shift,
-//!   the other by unity at the same shift (`2^31 >> shift`); the rounding is DBL with the first
-//!   rounding at bit `31 - 20` (8-bit inputs) or `31 - 15` (16-bit), as TFLite's `left_shift`
-//!   of 20/15 puts it.
+//!   the other is shifted left by the hardware's fixed 19 (8-bit inputs) or 14 (16-bit) bits,
+//!   i.e. TFLite's factor 1/2 after its `left_shift` of 20/15 (Vela's `SupportedIFMQuant`
+//!   requires the larger input scale to be exactly that fixed shift); the rounding is DBL with
+//!   the first rounding at bit `31 - 20` (8-bit inputs) or `31 - 15` (16-bit), as TFLite's
+//!   `left_shift` of 20/15 puts it. (Checked on Vela 5.2.0 streams of int8 Adds with input
+//!   scale ratios 0.1 and 0.3: bit-exact with TFLite; a unit scale at the OPA shift is not.)
 
 use std::vec::Vec;
 
@@ -96,6 +99,14 @@ pub(crate) fn run(
     };
     let (opa_shift, opa) = (s.opa_scale.0 as u32, s.opa_scale.1);
     let opb = s.opb_scale as u32;
+    // The operand OPA_SCALE does not scale: a fixed left shift (2^(left_shift - 1)).
+    let unscaled = |v: i64| -> i64 {
+        if dbl_bits > 0 {
+            v << (dbl_bits - 1)
+        } else {
+            scale(v, 1 << 31, opa_shift, in_round, dbl_bits)
+        }
+    };
     let scale_inputs = |a: i64, b: i64| -> (i64, i64) {
         match scale_mode {
             IfmScaleMode::OpaOpb16 => (
@@ -104,10 +115,10 @@ pub(crate) fn run(
             ),
             IfmScaleMode::Opa32 => (
                 scale(a, opa, opa_shift, in_round, dbl_bits),
-                scale(b, 1 << 31, opa_shift, in_round, dbl_bits),
+                unscaled(b),
             ),
             IfmScaleMode::Opb32 => (
-                scale(a, 1 << 31, opa_shift, in_round, dbl_bits),
+                unscaled(a),
                 scale(b, opa, opa_shift, in_round, dbl_bits),
             ),
         }

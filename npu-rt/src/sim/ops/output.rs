@@ -218,11 +218,17 @@ impl OutputStage {
     /// Requantizes one output position's accumulators (`row` is None only on a caller bug and
     /// then nothing is written).
     #[inline]
-    pub fn requant_row(&self, accs: &[i32], rq: &[Requant], row: Option<&mut [i32]>) {
+    pub fn requant_row<A: Copy>(
+        &self,
+        accs: &[A],
+        value: impl Fn(A) -> i64,
+        rq: &[Requant],
+        row: Option<&mut [i32]>,
+    ) {
         let Some(row) = row else { return };
         if self.lut.is_some() {
             for ((o, &a), r) in row.iter_mut().zip(accs).zip(rq) {
-                *o = self.channel(r, a as i64);
+                *o = self.channel(r, value(a));
             }
             return;
         }
@@ -230,14 +236,18 @@ impl OutputStage {
         let hi = self.hi.min(self.type_hi).max(lo);
         let zp = self.zero_point;
         for ((o, &a), r) in row.iter_mut().zip(accs).zip(rq) {
-            let v = a as i64 + r.bias;
-            let scaled = if r.fast && (-(1i64 << 30)..(1i64 << 30)).contains(&v) {
-                let p = v * r.multiplier as i64;
-                (p + if p >= 0 { r.round_pos } else { r.round_neg }) >> r.shift
+            // |acc + bias| < 2^41 and the multiplier < 2^32: the i128 product and rounding
+            // cannot overflow, and one 64x64->128 multiply does it without branches.
+            let p = (value(a) + r.bias) as i128 * r.multiplier as i128;
+            let round = if p >= 0 { r.round_pos } else { r.round_neg };
+            let shifted = (p + round as i128) >> r.shift;
+            // With shift >= 10 the result is below 2^63 and needs no clamp.
+            let scaled = if r.shift >= 10 {
+                shifted as i64
             } else {
-                numerics::scale(v, r.multiplier, r.shift, self.round, 0)
+                numerics::clamp_i64(shifted)
             };
-            *o = (scaled + zp).clamp(lo, hi) as i32;
+            *o = scaled.saturating_add(zp).clamp(lo, hi) as i32;
         }
     }
 
