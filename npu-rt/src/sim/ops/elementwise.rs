@@ -113,14 +113,8 @@ pub(crate) fn run(
                 scale(a, opa, opa_shift, in_round, dbl_bits),
                 scale(b, opb, opa_shift, in_round, dbl_bits),
             ),
-            IfmScaleMode::Opa32 => (
-                scale(a, opa, opa_shift, in_round, dbl_bits),
-                unscaled(b),
-            ),
-            IfmScaleMode::Opb32 => (
-                unscaled(a),
-                scale(b, opa, opa_shift, in_round, dbl_bits),
-            ),
+            IfmScaleMode::Opa32 => (scale(a, opa, opa_shift, in_round, dbl_bits), unscaled(b)),
+            IfmScaleMode::Opb32 => (unscaled(a), scale(b, opa, opa_shift, in_round, dbl_bits)),
         }
     };
 
