@@ -39,7 +39,7 @@ pub(crate) fn scale(v: i64, multiplier: u32, shift: u32, mode: RoundMode, dbl_bi
                 if p >= 0 {
                     0
                 } else {
-                    (1i64 << shift) - 1
+                    ((1u64 << shift) - 1) as i64
                 }
             }
         };

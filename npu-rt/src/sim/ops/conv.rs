@@ -199,7 +199,7 @@ pub(crate) fn run(
             }
         }
     } else {
-        let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v as i32);
+        let img = build_image(&vals, &g, &k, icu, icu, ifm.zero_point, |v| v);
         let mut wide = vec![0i64; du];
         for oy in 0..hu {
             for ox in 0..wu {

@@ -182,7 +182,7 @@ impl OutputStage {
             // DBL's second rounding term only exists for shifts above 31 (see `numerics`).
             RoundMode::Dbl if shift > 31 => (half + (1 << 30), half - (1 << 30)),
             RoundMode::Dbl | RoundMode::Natural => (half, half),
-            RoundMode::Truncate => (0, if shift > 0 { (1i64 << shift) - 1 } else { 0 }),
+            RoundMode::Truncate => (0, ((1u64 << shift) - 1) as i64),
         };
         Requant {
             bias: e.bias,
@@ -265,5 +265,52 @@ impl OutputStage {
             }
         };
         v.clamp(self.type_lo, self.type_hi) as i32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ethos_u::regs::{ActivationFormat, ActivationPrecision, ActivationType};
+    use crate::sim::fmap::{FeatureMap, FmKind};
+
+    #[test]
+    fn extreme_shifts_do_not_overflow() {
+        // Found by fuzzing: TRUNCATE rounding with shift 63.
+        for round in [RoundMode::Dbl, RoundMode::Natural, RoundMode::Truncate] {
+            let mut s = RegisterState::default();
+            s.ofm.precision = OfmPrecision::new(
+                ActivationType::Signed,
+                ActivationPrecision::B8,
+                ActivationFormat::Nhwc,
+                OfmScaleMode::PerChannel,
+                round,
+            )
+            .0;
+            s.activation_min = (-128i16) as u16;
+            s.activation_max = 127;
+            let ofm = FeatureMap::new(&s.ofm, FmKind::Ofm).unwrap();
+            let out = OutputStage::new(&s, &ofm, &[], 0).unwrap();
+            for shift in [0u8, 1, 31, 32, 62, 63] {
+                for bias in [ScaleEntry::BIAS_MIN, -1, 0, ScaleEntry::BIAS_MAX] {
+                    let e = ScaleEntry {
+                        bias,
+                        multiplier: u32::MAX,
+                        shift,
+                    };
+                    let r = out.requant(&e);
+                    for acc in [i32::MIN, -1, 0, 1, i32::MAX] {
+                        let mut row = [0i32; 1];
+                        out.requant_row(&[acc], |a| a as i64, &[r], Some(&mut row));
+                        assert!((-128..=127).contains(&row[0]));
+                        assert_eq!(
+                            row[0],
+                            out.channel(&r, acc as i64),
+                            "{round:?} {shift} {bias} {acc}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
