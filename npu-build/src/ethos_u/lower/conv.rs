@@ -16,7 +16,8 @@
 //!   needs a scale ratio with a short binary mantissa). Vela's DBL rounding differs more often.
 //! - int16 inputs with a 64-bit (or no) bias follow TFLite's 16x8 kernels: the multiplier is
 //!   reduced to 15 bits (`(m + 2^15) >> 16`, shift `15 - exponent`) with NATURAL rounding.
-//! - Strides 1..3 and dilations 1..2 are native. A dilation above 2 is turned into a larger
+//! - Strides 1..3 and dilations 1..2 are native; a larger stride makes one operation per
+//!   output row (column) reading its own window (Vela unrolls the same way). A dilation above 2 is turned into a larger
 //!   kernel with zeros between the taps (dilation 2 of a kernel inflated by d/2 when d is even,
 //!   else dilation 1 of a kernel inflated by d), as Vela does.
 //! - A depth multiplier above 1 becomes a full convolution whose weights are zero except each
@@ -27,7 +28,7 @@
 use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, RoundMode};
 
 use super::Lowering;
-use super::pool::{check_window, clamp, hw_padding, is_contiguous, kernel_stride, ofm_scale};
+use super::pool::{check_window, clamp, is_contiguous, ofm_scale, pieces};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
     ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
@@ -609,17 +610,7 @@ fn emit_conv(
     let input = [xfm.shape[0], xfm.shape[1]];
     let output = [yfm.shape[0], yfm.shape[1]];
     check_window(op, input, output, dilated, [sy, sx], attrs.padding)?;
-    let stride_y = kernel_stride(cx, op, output[0], sy)?;
-    let stride_x = kernel_stride(cx, op, output[1], sx)?;
-    let padding = hw_padding(
-        cx,
-        op,
-        input,
-        output,
-        dilated,
-        [stride_y, stride_x],
-        attrs.padding,
-    )?;
+    let pieces = pieces(cx, op, &xfm, &yfm, dilated, [sy, sx], attrs.padding)?;
     let (fy, hy) = split_dilation(dy);
     let (fx, hx) = split_dilation(dx);
     if fy > 1 || fx > 1 {
@@ -640,33 +631,44 @@ fn emit_conv(
     let set = inflate(set, fy, fx);
     let depthwise = set.depthwise;
     let weights = finish_weights(cx, op, set.shape, set.values, scales)?;
-    let kernel = Kernel {
-        h: weights.shape[1],
-        w: weights.shape[2],
-        stride_y,
-        stride_x,
-        dilation_y: hy,
-        dilation_x: hx,
-    };
     let activation = clamp(cx, op, attrs.activation, op.outputs[0], yfm.dtype)?;
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: if depthwise {
-            NpuOpKind::Depthwise(weights)
-        } else {
-            NpuOpKind::Conv(weights)
-        },
-        ifm: xfm,
-        ofm: yfm,
-        kernel,
-        padding,
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: round,
-        activation,
-        block: None,
-    });
+    let copies = pieces.len();
+    if copies > 1 && copies.saturating_mul(weights.values.len()) > MAX_INFLATED_WEIGHTS {
+        return Err(cx.limit(
+            op,
+            format!(
+                "stride {sy}x{sx} unrolls into {copies} operations; too many with these weights"
+            ),
+        ));
+    }
+    for piece in pieces {
+        let kernel = Kernel {
+            h: weights.shape[1],
+            w: weights.shape[2],
+            stride_y: piece.stride_y,
+            stride_x: piece.stride_x,
+            dilation_y: hy,
+            dilation_x: hx,
+        };
+        cx.program.ops.push(NpuOp {
+            name: op.name.clone(),
+            kind: if depthwise {
+                NpuOpKind::Depthwise(weights.clone())
+            } else {
+                NpuOpKind::Conv(weights.clone())
+            },
+            ifm: piece.ifm,
+            ofm: piece.ofm,
+            kernel,
+            padding: piece.padding,
+            upscale: IfmUpscaleMode::None,
+            ofm_scale: None,
+            ifm_round: RoundMode::Dbl,
+            ofm_round: round,
+            activation: activation.clone(),
+            block: None,
+        });
+    }
     Ok(())
 }
 

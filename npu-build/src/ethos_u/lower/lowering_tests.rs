@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use npu_rt::ethos_u::config::ETHOS_U55_128;
+use npu_rt::ethos_u::config::{ALL as ALL_ACCELERATORS, ETHOS_U55_128};
 
 use super::exec_model::Machine;
 use crate::ir::{
@@ -80,7 +80,31 @@ fn check_fixture(model: &str) {
         if let Some(d) = diff(&got[0], &want.data.to_le_bytes(), size) {
             panic!("{model} input {k}: {d}");
         }
+        for (accel, got) in run_compiled(&g, &inputs) {
+            if let Some(d) = diff(&got[0], &want.data.to_le_bytes(), size) {
+                panic!("{model} input {k} compiled for {accel} and simulated: {d}");
+            }
+        }
     }
+}
+
+/// The whole backend (blocks, weight encoding, allocation, emission) for every accelerator,
+/// run on the virtual NPU: `(accelerator, output bytes)`.
+fn run_compiled(g: &Graph, inputs: &[Value]) -> Vec<(&'static str, Vec<Vec<u8>>)> {
+    ALL_ACCELERATORS
+        .iter()
+        .map(|&accel| {
+            let compiled = crate::ethos_u::compile(g, accel)
+                .unwrap_or_else(|e| panic!("{}: compile for {}: {e}", g.name, accel.name));
+            let (outputs, _) = compiled
+                .run_sim(inputs)
+                .unwrap_or_else(|e| panic!("{}: simulation on {}: {e}", g.name, accel.name));
+            (
+                accel.name,
+                outputs.iter().map(|v| v.data.to_le_bytes()).collect(),
+            )
+        })
+        .collect()
 }
 
 macro_rules! fixture_tests {
@@ -255,6 +279,13 @@ fn check_graph(mut g: Graph, name: &str) {
         for (k, w) in want.iter().enumerate() {
             if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
                 panic!("{name} trial {trial} output {k}: {d}");
+            }
+        }
+        for (accel, got) in run_compiled(&g, &inputs) {
+            for (k, w) in want.iter().enumerate() {
+                if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
+                    panic!("{name} trial {trial} output {k} on {accel} (simulated): {d}");
+                }
             }
         }
     }
@@ -723,4 +754,54 @@ fn uint8_conv_with_weight_zero_point() {
         vec![y],
     );
     check_graph(b.g, "conv_u8");
+}
+
+#[test]
+fn strides_above_three_unroll() {
+    let mut rng = Rng(23);
+    let a = conv_attrs((4, 4), (1, 1), pads(1, 1, 2, 2), Activation::None);
+    check_graph(
+        conv_graph(&mut rng, [1, 13, 13, 3], 4, (4, 4), a, None),
+        "conv_s4_padded",
+    );
+    let a = conv_attrs((5, 2), (1, 1), pads(0, 1, 0, 1), Activation::Relu);
+    check_graph(
+        conv_graph(&mut rng, [1, 12, 9, 2], 3, (3, 3), a, None),
+        "conv_s5x2",
+    );
+    let a = conv_attrs((4, 4), (2, 2), pads(2, 2, 2, 2), Activation::None);
+    check_graph(
+        conv_graph(&mut rng, [1, 11, 11, 4], 4, (3, 3), a, Some(1)),
+        "dw_s4_dil2",
+    );
+    let g = pool_graph(
+        true,
+        [1, 13, 12, 3],
+        (3, 3),
+        (4, 4),
+        pads(1, 1, 1, 1),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "maxpool_s4");
+    let g = pool_graph(
+        false,
+        [1, 13, 12, 3],
+        (3, 3),
+        (4, 5),
+        pads(1, 1, 1, 1),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "avgpool_s4x5_padded");
+    let g = pool_graph(
+        false,
+        [1, 16, 16, 3],
+        (4, 4),
+        (4, 4),
+        pads(0, 0, 0, 0),
+        Activation::None,
+        (0.05, -3),
+    );
+    check_graph(g, "avgpool_s4");
 }

@@ -97,17 +97,6 @@ fn lower_max(
     same: bool,
 ) -> Result<()> {
     let (kh, kw) = attrs.kernel;
-    let stride_y = kernel_stride(cx, op, yfm.shape[0], attrs.stride.0)?;
-    let stride_x = kernel_stride(cx, op, yfm.shape[1], attrs.stride.1)?;
-    let padding = hw_padding(
-        cx,
-        op,
-        [xfm.shape[0], xfm.shape[1]],
-        [yfm.shape[0], yfm.shape[1]],
-        [kh, kw],
-        [stride_y, stride_x],
-        attrs.padding,
-    )?;
     let activation = clamp(cx, op, attrs.activation, y, yfm.dtype)?;
     // Equal quantization: max of the raw values (TFLite); otherwise the maximum is requantized,
     // which commutes with the (monotonic) rescale, so one op does both.
@@ -118,27 +107,30 @@ fn lower_max(
     } else {
         (requant_scale(cx, op, x, y, false)?, RoundMode::Dbl)
     };
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: NpuOpKind::Pool(PoolingMode::Max),
-        ifm: xfm,
-        ofm: yfm,
-        kernel: Kernel {
-            h: kh,
-            w: kw,
-            stride_y,
-            stride_x,
-            dilation_y: 1,
-            dilation_x: 1,
-        },
-        padding,
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: round,
-        activation,
-        block: None,
-    });
+    let stride = [attrs.stride.0, attrs.stride.1];
+    for piece in pieces(cx, op, &xfm, &yfm, [kh, kw], stride, attrs.padding)? {
+        cx.program.ops.push(NpuOp {
+            name: op.name.clone(),
+            kind: NpuOpKind::Pool(PoolingMode::Max),
+            ifm: piece.ifm,
+            ofm: piece.ofm,
+            kernel: Kernel {
+                h: kh,
+                w: kw,
+                stride_y: piece.stride_y,
+                stride_x: piece.stride_x,
+                dilation_y: 1,
+                dilation_x: 1,
+            },
+            padding: piece.padding,
+            upscale: IfmUpscaleMode::None,
+            ofm_scale: Some(scale),
+            ifm_round: RoundMode::Dbl,
+            ofm_round: round,
+            activation: activation.clone(),
+            block: None,
+        });
+    }
     Ok(())
 }
 
@@ -208,29 +200,11 @@ fn average(
             "an average-pool window lies entirely in the padding (TFLite rejects it)",
         ));
     }
-    let kernel = |cx: &Lowering<'_>, rows: usize, cols: usize| -> Result<Kernel> {
-        Ok(Kernel {
-            h: kh,
-            w: kw,
-            stride_y: kernel_stride(cx, op, rows, sy)?,
-            stride_x: kernel_stride(cx, op, cols, sx)?,
-            dilation_y: 1,
-            dilation_x: 1,
-        })
-    };
     if rows.iter().all(|&n| n == kh) && cols.iter().all(|&n| n == kw) {
         // No window touches padding (so the top/left padding is 0 and any bottom/right padding
-        // is never reached): one plain average pool.
-        let kernel = kernel(cx, oh, ow)?;
-        cx.program.ops.push(pool_op(
-            &op.name,
-            ifm,
-            ofm,
-            kernel,
-            pooling_scale(kh * kw),
-            activation,
-        ));
-        return Ok(());
+        // is never reached): plain average pooling.
+        let no_pad = Padding::default();
+        return average_pieces(cx, op, attrs, &ifm, &ofm, no_pad, kh * kw, &activation);
     }
     // Copy the input into a scratch tensor with a border of raw zeros wide enough for every
     // window, so that each window's sum is the sum of its valid elements.
@@ -253,16 +227,47 @@ fn average(
                 [(r1 - r0 - 1) * sy + kh, (c1 - c0 - 1) * sx + kw, c],
             )?;
             let dst = slice(&ofm, [r0, c0, 0], [r1 - r0, c1 - c0, c])?;
-            let kernel = kernel(cx, r1 - r0, c1 - c0)?;
-            cx.program.ops.push(pool_op(
-                &op.name,
-                src,
-                dst,
-                kernel,
-                pooling_scale(nh * nw),
-                activation.clone(),
-            ));
+            let no_pad = Padding::default();
+            average_pieces(cx, op, attrs, &src, &dst, no_pad, nh * nw, &activation)?;
         }
+    }
+    Ok(())
+}
+
+/// Unpadded-sum average pools of `ifm` into `ofm` dividing by `count`.
+#[allow(clippy::too_many_arguments)]
+fn average_pieces(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    attrs: &PoolAttrs,
+    ifm: &FeatureMap,
+    ofm: &FeatureMap,
+    padding: Padding,
+    count: usize,
+    activation: &NpuActivation,
+) -> Result<()> {
+    let (kh, kw) = attrs.kernel;
+    let stride = [attrs.stride.0, attrs.stride.1];
+    for piece in pieces(cx, op, ifm, ofm, [kh, kw], stride, padding)? {
+        if piece.padding != Padding::default() {
+            return Err(Lowering::invalid(op, "internal: padded average-pool piece"));
+        }
+        let kernel = Kernel {
+            h: kh,
+            w: kw,
+            stride_y: piece.stride_y,
+            stride_x: piece.stride_x,
+            dilation_y: 1,
+            dilation_x: 1,
+        };
+        cx.program.ops.push(pool_op(
+            &op.name,
+            piece.ifm,
+            piece.ofm,
+            kernel,
+            pooling_scale(count),
+            activation.clone(),
+        ));
     }
     Ok(())
 }
@@ -659,26 +664,6 @@ pub(super) fn view(fm: &FeatureMap, shape: [usize; 3]) -> Option<FeatureMap> {
     })
 }
 
-/// The KERNEL_STRIDE value for `stride` along an output dimension of `out` elements: any
-/// stride is fine (and becomes 1) when there is a single output, else 1..=3.
-pub(super) fn kernel_stride(
-    cx: &Lowering<'_>,
-    op: &Op,
-    out: usize,
-    stride: usize,
-) -> Result<usize> {
-    if out <= 1 {
-        return Ok(1);
-    }
-    if (1..=MAX_STRIDE).contains(&stride) {
-        return Ok(stride);
-    }
-    Err(cx.limit(
-        op,
-        format!("stride {stride}: the NPU's kernel stride is 1..={MAX_STRIDE}"),
-    ))
-}
-
 /// Checks that the output fits the padded input for this kernel: `(out - 1) * stride +
 /// dilated_kernel <= in + pad_before + pad_after` on both axes.
 pub(super) fn check_window(
@@ -711,38 +696,140 @@ pub(super) fn check_window(
     Ok(())
 }
 
-/// The padding registers for a kernel operation: top/left as given, bottom/right only as far
-/// as the kernel actually reaches past the input (the hardware derives the input extent from
-/// the output size, kernel, stride and these pads). Each must fit 7 bits.
-pub(super) fn hw_padding(
+/// One operation's share of a kernel operator. Where a stride is within the KERNEL_STRIDE range
+/// (or the output has a single row/column) the whole axis is one piece; otherwise every output
+/// row (column) is its own operation reading just its window, as Vela unrolls large strides.
+pub(super) struct Piece {
+    pub ifm: FeatureMap,
+    pub ofm: FeatureMap,
+    pub stride_y: usize,
+    pub stride_x: usize,
+    /// Padding registers: top/left as given, bottom/right only as far as the kernel reaches
+    /// past the input (the hardware derives the input extent from the output size, kernel,
+    /// stride and these pads).
+    pub padding: Padding,
+}
+
+/// Most operations one operator is unrolled into for strides above 3.
+const MAX_PIECES: usize = 4096;
+
+/// One axis of a [`Piece`].
+struct Span {
+    out0: usize,
+    out_len: usize,
+    in0: usize,
+    in_len: usize,
+    before: usize,
+    after: usize,
+    stride: usize,
+}
+
+/// The spans of one axis (None if a window of an unrolled axis lies entirely in padding).
+fn spans(n_in: usize, n_out: usize, dk: usize, s: usize, before: usize) -> Option<Vec<Span>> {
+    if n_out <= 1 || s <= MAX_STRIDE {
+        let stride = if n_out <= 1 { 1 } else { s };
+        let reach = (n_out.max(1) - 1) * stride + dk;
+        return Some(vec![Span {
+            out0: 0,
+            out_len: n_out,
+            in0: 0,
+            in_len: n_in,
+            before,
+            after: reach.saturating_sub(before + n_in),
+            stride,
+        }]);
+    }
+    (0..n_out)
+        .map(|o| {
+            let r0 = (o * s) as i64 - before as i64;
+            let r1 = r0 + dk as i64;
+            let (lo, hi) = (r0.max(0), r1.min(n_in as i64));
+            (hi > lo).then(|| Span {
+                out0: o,
+                out_len: 1,
+                in0: lo as usize,
+                in_len: (hi - lo) as usize,
+                before: (lo - r0) as usize,
+                after: (r1 - hi) as usize,
+                stride: 1,
+            })
+        })
+        .collect()
+}
+
+/// Splits a kernel operation (already checked by [`check_window`]) into [`Piece`]s.
+pub(super) fn pieces(
     cx: &Lowering<'_>,
     op: &Op,
-    input: [usize; 2],
-    output: [usize; 2],
+    ifm: &FeatureMap,
+    ofm: &FeatureMap,
     dilated_kernel: [usize; 2],
     stride: [usize; 2],
     p: Padding,
-) -> Result<Padding> {
-    let reach_h = (output[0].max(1) - 1) * stride[0] + dilated_kernel[0];
-    let reach_w = (output[1].max(1) - 1) * stride[1] + dilated_kernel[1];
-    let padding = Padding {
-        top: p.top,
-        left: p.left,
-        bottom: reach_h.saturating_sub(p.top + input[0]),
-        right: reach_w.saturating_sub(p.left + input[1]),
-    };
-    let worst = padding
-        .top
-        .max(padding.left)
-        .max(padding.bottom)
-        .max(padding.right);
-    if worst > MAX_PAD {
+) -> Result<Vec<Piece>> {
+    let ys = spans(
+        ifm.shape[0],
+        ofm.shape[0],
+        dilated_kernel[0],
+        stride[0],
+        p.top,
+    );
+    let xs = spans(
+        ifm.shape[1],
+        ofm.shape[1],
+        dilated_kernel[1],
+        stride[1],
+        p.left,
+    );
+    let (Some(ys), Some(xs)) = (ys, xs) else {
         return Err(cx.limit(
             op,
-            format!("padding {padding:?}: each side is at most {MAX_PAD}"),
+            format!("stride {stride:?} above {MAX_STRIDE} with a window entirely in the padding"),
+        ));
+    };
+    if ys.len() * xs.len() > MAX_PIECES {
+        return Err(cx.limit(
+            op,
+            format!(
+                "stride {stride:?}: strides above {MAX_STRIDE} unroll into one operation per output row/column, here {} (at most {MAX_PIECES})",
+                ys.len() * xs.len()
+            ),
         ));
     }
-    Ok(padding)
+    let mut out = Vec::with_capacity(ys.len() * xs.len());
+    for y in &ys {
+        for x in &xs {
+            let padding = Padding {
+                top: y.before,
+                left: x.before,
+                bottom: y.after,
+                right: x.after,
+            };
+            let worst = padding
+                .top
+                .max(padding.left)
+                .max(padding.bottom)
+                .max(padding.right);
+            if worst > MAX_PAD {
+                return Err(cx.limit(
+                    op,
+                    format!("padding {padding:?}: each side is at most {MAX_PAD}"),
+                ));
+            }
+            out.push(Piece {
+                ifm: slice(ifm, [y.in0, x.in0, 0], [y.in_len, x.in_len, ifm.shape[2]])?,
+                ofm: slice(
+                    ofm,
+                    [y.out0, x.out0, 0],
+                    [y.out_len, x.out_len, ofm.shape[2]],
+                )?,
+                stride_y: y.stride,
+                stride_x: x.stride,
+                padding,
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
