@@ -60,7 +60,7 @@ impl Data {
 
     /// Elements from little-endian bytes (`bytes.len()` must be a multiple of the element size).
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Data> {
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(Error::Other(format!(
                 "{} bytes is not a whole number of {dtype} elements",
                 bytes.len()
@@ -115,7 +115,10 @@ impl Value {
     pub fn read_npy(path: &Path) -> Result<Value> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let bad = |e: ndarray_npy::ReadNpyError| {
-            Error::Other(format!("{}: not a readable .npy array: {e}", path.display()))
+            Error::Other(format!(
+                "{}: not a readable .npy array: {e}",
+                path.display()
+            ))
         };
         macro_rules! try_type {
             ($t:ty, $variant:ident) => {{

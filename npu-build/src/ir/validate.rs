@@ -31,19 +31,19 @@ impl Graph {
                     });
                 }
             }
-            if let Some(d) = &t.data {
-                if d.len() != t.byte_size() {
-                    return Err(Error::InvalidTensor {
-                        tensor: t.name.clone(),
-                        detail: format!(
-                            "constant has {} bytes but shape {:?} of {} needs {}",
-                            d.len(),
-                            t.shape,
-                            t.dtype,
-                            t.byte_size()
-                        ),
-                    });
-                }
+            if let Some(d) = &t.data
+                && d.len() != t.byte_size()
+            {
+                return Err(Error::InvalidTensor {
+                    tensor: t.name.clone(),
+                    detail: format!(
+                        "constant has {} bytes but shape {:?} of {} needs {}",
+                        d.len(),
+                        t.shape,
+                        t.dtype,
+                        t.byte_size()
+                    ),
+                });
             }
         }
         for &id in self.inputs.iter().chain(&self.outputs) {
@@ -166,7 +166,8 @@ impl Graph {
             });
             if remaining.len() == before {
                 // Either a cycle or a read of a tensor nobody produces.
-                let produced_somewhere = |i: TensorId| self.ops.iter().any(|op| op.outputs.contains(&i));
+                let produced_somewhere =
+                    |i: TensorId| self.ops.iter().any(|op| op.outputs.contains(&i));
                 let stuck = &self.ops[remaining[0]];
                 if stuck
                     .inputs
