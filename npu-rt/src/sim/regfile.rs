@@ -117,6 +117,20 @@ impl<'a> SystemMemory<'a> {
         bytes.get(off..off.checked_add(len)?)
     }
 
+    /// Writes `bytes` at physical `addr` into one writable window; `None` when unmapped,
+    /// read-only or out of range (driver tests use it to model a CPU cache write-back).
+    pub fn write(&mut self, addr: u64, bytes: &[u8]) -> Option<()> {
+        let (i, off) = self.find(addr)?;
+        match &mut self.windows.get_mut(i)?.1 {
+            Window::Rw(b) => {
+                let end = off.checked_add(bytes.len())?;
+                b.get_mut(off..end)?.copy_from_slice(bytes);
+                Some(())
+            }
+            Window::Ro(_) => None,
+        }
+    }
+
     /// Maps the regions whose base pointers fall inside a window; others stay unmapped.
     fn regions(&mut self, basep: &[u64; NUM_REGIONS]) -> Regions<'_> {
         let places: Vec<Option<(usize, usize)>> = basep.iter().map(|&b| self.find(b)).collect();
@@ -256,6 +270,11 @@ impl<'a> RegisterFile<'a> {
     /// The system memory (to inspect outputs after a run).
     pub fn memory(&self) -> &SystemMemory<'a> {
         &self.mem
+    }
+
+    /// The system memory, writable (driver tests model CPU cache write-backs with it).
+    pub fn memory_mut(&mut self) -> &mut SystemMemory<'a> {
+        &mut self.mem
     }
 
     /// Reads a 32-bit register. Unknown offsets read as zero.

@@ -192,7 +192,7 @@ pub(crate) fn run(
                 let row = result.get_mut(pixel * du..(pixel + 1) * du);
                 if in_f32 {
                     // Exact: the sums are integers below 2^24.
-                    out.requant_row(&accf, |f| f as i64, &requant, row);
+                    out.requant_row(&accf, exact_f32_to_i64, &requant, row);
                 } else {
                     out.requant_row(&acc, |a| a as i64, &requant, row);
                 }
@@ -289,6 +289,14 @@ fn build_image<T: Copy + Default>(
         }
     }
     img
+}
+
+/// An f32 holding an integer of magnitude below 2^24 as i64, without the saturation checks
+/// of `as` (exact: the f64 sum keeps the integer in its low mantissa bits).
+#[inline]
+fn exact_f32_to_i64(f: f32) -> i64 {
+    const MAGIC: f64 = 6755399441055744.0; // 2^52 + 2^51
+    ((f as f64 + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64)
 }
 
 /// Products of 8-bit values minus zero points are at most 255 * 255; f32 sums of up to this
@@ -520,4 +528,27 @@ fn pack(ohwi: &[i16], geom: &WeightGeometry) -> Vec<f32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_float_conversion() {
+        for v in [
+            -(1i64 << 24),
+            -16_646_400,
+            -65025,
+            -1,
+            0,
+            1,
+            255,
+            65025,
+            16_646_400,
+            1 << 24,
+        ] {
+            assert_eq!(exact_f32_to_i64(v as f32), v);
+        }
+    }
 }

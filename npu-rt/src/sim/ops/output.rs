@@ -236,19 +236,24 @@ impl OutputStage {
         let hi = self.hi.min(self.type_hi).max(lo);
         let zp = self.zero_point;
         for ((o, &a), r) in row.iter_mut().zip(accs).zip(rq) {
-            // |acc + bias| < 2^41 and the multiplier < 2^32: the i128 product and rounding
-            // cannot overflow, and one 64x64->128 multiply does it without branches.
-            let p = (value(a) + r.bias) as i128 * r.multiplier as i128;
-            let round = if p >= 0 { r.round_pos } else { r.round_neg };
-            let shifted = (p + round as i128) >> r.shift;
-            // With shift >= 10 the result is below 2^63 and needs no clamp.
-            let scaled = if r.shift >= 10 {
-                shifted as i64
+            let v = value(a) + r.bias;
+            let out = if r.fast && (-(1i64 << 30)..(1i64 << 30)).contains(&v) {
+                // |v * m| < 2^62 and the rounding terms are below 2^61 + 2^30 (shift <= 62):
+                // exact in i64, and the result plus a 16-bit zero point cannot overflow.
+                let p = v * r.multiplier as i64;
+                ((p + if p >= 0 { r.round_pos } else { r.round_neg }) >> r.shift) + zp
             } else {
-                numerics::clamp_i64(shifted)
+                self.slow_scale(r, v).saturating_add(zp)
             };
-            *o = scaled.saturating_add(zp).clamp(lo, hi) as i32;
+            *o = out.max(lo).min(hi) as i32;
         }
+    }
+
+    /// The general (i128) requantization, out of the hot loop.
+    #[cold]
+    #[inline(never)]
+    fn slow_scale(&self, r: &Requant, v: i64) -> i64 {
+        numerics::scale(v, r.multiplier, r.shift, self.round, 0)
     }
 
     /// Zero point, clip and LUT for an already scaled value; returns the value to store.
