@@ -12,11 +12,11 @@ pub struct FmRegs {
     pub region: u8,
     /// Tile base addresses (40-bit).
     pub base: [u64; 4],
-    /// Height of tiles 0/1 minus one... stored as given: `HEIGHT0_M1`.
+    /// `HEIGHT0_M1`: rows of tiles 0 (and 2 below it start there), minus one.
     pub height0_m1: u16,
-    /// `HEIGHT1_M1`.
+    /// `HEIGHT1_M1`: rows of tile 1 (tile 3 starts below), minus one.
     pub height1_m1: u16,
-    /// `WIDTH0_M1`.
+    /// `WIDTH0_M1`: columns of tiles 0 and 2 (tiles 1 and 3 are to their right), minus one.
     pub width0_m1: u16,
     /// Stride between horizontal neighbours (NHWC), bytes.
     pub stride_x: u64,
