@@ -23,6 +23,17 @@ pub(crate) enum Lut {
     Words { table: [i32; 256], offset: i64 },
 }
 
+/// `x.clamp(lo, hi)` without branches (activation clips are hit by many values, e.g. ReLU, so
+/// branches mispredict). Requires `x - lo` and `x - hi` not to overflow: |x| < 2^62 and the
+/// bounds are 32-bit here.
+#[inline(always)]
+fn clamp_branchless(x: i64, lo: i64, hi: i64) -> i64 {
+    let d = x.wrapping_sub(lo);
+    let x = x.wrapping_sub(d & (d >> 63)); // max(x, lo)
+    let e = x.wrapping_sub(hi);
+    hi.wrapping_add(e & (e >> 63)) // min(x, hi)
+}
+
 /// One output channel's requantization, precomputed from its [`ScaleEntry`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Requant {
@@ -243,9 +254,10 @@ impl OutputStage {
                 let p = v * r.multiplier as i64;
                 ((p + if p >= 0 { r.round_pos } else { r.round_neg }) >> r.shift) + zp
             } else {
-                self.slow_scale(r, v).saturating_add(zp)
+                // Bounded so the branch-free clamp below cannot overflow.
+                self.slow_scale(r, v).clamp(-(1 << 61), 1 << 61) + zp
             };
-            *o = out.max(lo).min(hi) as i32;
+            *o = clamp_branchless(out, lo, hi) as i32;
         }
     }
 
@@ -315,6 +327,24 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod clamp_tests {
+    use super::clamp_branchless;
+
+    #[test]
+    fn branchless_clamp() {
+        for x in [-(1i64 << 61), -129, -128, -5, 0, 6, 127, 128, 1 << 61] {
+            for (lo, hi) in [(-128, 127), (0, 6), (-32768, 32767), (5, 5)] {
+                assert_eq!(
+                    clamp_branchless(x, lo, hi),
+                    x.clamp(lo, hi),
+                    "{x} {lo} {hi}"
+                );
             }
         }
     }
