@@ -175,6 +175,20 @@ impl FastMultiplier {
         }
     }
 
+    /// Whether [`FastMultiplier::apply_simple`] may be used: no left shift and no saturation
+    /// (true for every factor below one that `quantize_multiplier` encodes).
+    pub fn is_simple(self) -> bool {
+        self.left == 0 && !self.can_saturate
+    }
+
+    /// [`FastMultiplier::apply`] for a multiplier that [`is_simple`](FastMultiplier::is_simple).
+    #[inline(always)]
+    pub fn apply_simple(self, x: i32) -> i32 {
+        debug_assert!(self.is_simple());
+        let t = (i64::from(x) * self.multiplier + (1 << 30)) >> 31;
+        ((t + self.round - ((t >> 63) & self.negative_adjust)) >> self.right) as i32
+    }
+
     /// `multiply_by_quantized_multiplier(x, multiplier, shift)`.
     #[inline(always)]
     pub fn apply(self, x: i32) -> i32 {
@@ -272,11 +286,12 @@ mod tests {
             };
             let shift = ((r >> 40) % 40) as i32 - 31;
             let shift = if shift > 0 { shift % 8 } else { shift };
-            assert_eq!(
-                FastMultiplier::new(m, shift).apply(x),
-                multiply_by_quantized_multiplier(x, m, shift),
-                "x={x} m={m} shift={shift}"
-            );
+            let f = FastMultiplier::new(m, shift);
+            let want = multiply_by_quantized_multiplier(x, m, shift);
+            assert_eq!(f.apply(x), want, "x={x} m={m} shift={shift}");
+            if f.is_simple() {
+                assert_eq!(f.apply_simple(x), want, "x={x} m={m} shift={shift}");
+            }
         }
     }
 

@@ -311,6 +311,8 @@ pub struct Conv {
     o: usize,
     wt: Weighted,
     rescale: Vec<Rescale>,
+    /// Every rescale factor is simple (see [`Rescale::is_simple`]).
+    simple: bool,
 }
 
 impl Conv {
@@ -339,6 +341,7 @@ impl Conv {
                 geo,
                 o: ws[0],
                 wt,
+                simple: rescale.iter().all(|r| r.is_simple()),
                 rescale,
             },
             vec![op.inputs[0]],
@@ -395,6 +398,7 @@ impl Conv {
                         &self.rescale,
                         self.wt.out_zp,
                         self.wt.act,
+                        self.simple,
                         &mut out[base..base + o],
                     );
                 }
@@ -459,12 +463,28 @@ fn store<O: QInt>(
     rescale: &[Rescale],
     zp: i32,
     act: (i32, i32),
+    simple: bool,
     out: &mut [O],
 ) {
-    let (lo, hi) = (act.0.max(O::MIN), act.1.min(O::MAX));
-    for (((o, &a), &b), r) in out.iter_mut().zip(acc).zip(bias).zip(rescale) {
-        let v = r.apply(a.wrapping_add(b)).wrapping_add(zp);
-        *o = O::put(v.clamp(lo, hi.max(lo)));
+    let lo = act.0.max(O::MIN);
+    let hi = act.1.min(O::MAX).max(lo);
+    let n = out.len().min(acc.len()).min(bias.len()).min(rescale.len());
+    let (out, acc, bias, rescale) = (&mut out[..n], &acc[..n], &bias[..n], &rescale[..n]);
+    // Factors below one (the usual case) skip the left shift and the saturation test.
+    if simple {
+        for i in 0..n {
+            let v = rescale[i]
+                .apply_simple(acc[i].wrapping_add(bias[i]))
+                .wrapping_add(zp);
+            out[i] = O::put(v.max(lo).min(hi));
+        }
+    } else {
+        for i in 0..n {
+            let v = rescale[i]
+                .apply(acc[i].wrapping_add(bias[i]))
+                .wrapping_add(zp);
+            out[i] = O::put(v.max(lo).min(hi));
+        }
     }
 }
 
@@ -485,6 +505,8 @@ pub struct Depthwise {
     m: usize,
     wt: Weighted,
     rescale: Vec<Rescale>,
+    /// Every rescale factor is simple (see [`Rescale::is_simple`]).
+    simple: bool,
 }
 
 impl Depthwise {
@@ -522,6 +544,7 @@ impl Depthwise {
                 geo,
                 m,
                 wt,
+                simple: rescale.iter().all(|r| r.is_simple()),
                 rescale,
             },
             vec![op.inputs[0]],
@@ -590,6 +613,7 @@ impl Depthwise {
                         &self.rescale,
                         self.wt.out_zp,
                         self.wt.act,
+                        self.simple,
                         &mut out[base..base + cm],
                     );
                 }

@@ -165,6 +165,17 @@ impl Rescale {
     pub fn apply(self, x: i32) -> i32 {
         self.fast.apply(x)
     }
+
+    /// No left shift and no saturation: [`Rescale::apply_simple`] applies.
+    pub fn is_simple(self) -> bool {
+        self.fast.is_simple()
+    }
+
+    /// [`Rescale::apply`] for a factor that [`is_simple`](Rescale::is_simple).
+    #[inline(always)]
+    pub fn apply_simple(self, x: i32) -> i32 {
+        self.fast.apply_simple(x)
+    }
 }
 
 /// A zeroed vector of `n` elements, failing cleanly when memory is short.
