@@ -159,15 +159,19 @@ impl Model {
             .ok()
             .and_then(|b| serde_json::from_slice::<ModelApi>(&b).ok())
         {
-            Some(api) if dir.join("cmd_stream.bin").exists() && dir.join("weights.bin").exists() => {
+            Some(api)
+                if dir.join("cmd_stream.bin").exists() && dir.join("weights.bin").exists() =>
+            {
                 (api, true)
             }
             _ => {
-                let format = import::sniff(&bytes, &model_path).ok_or_else(|| Error::NotAModel {
-                    path: model_path.clone(),
-                    detail: "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf"
-                        .into(),
-                })?;
+                let format =
+                    import::sniff(&bytes, &model_path).ok_or_else(|| Error::NotAModel {
+                        path: model_path.clone(),
+                        detail:
+                            "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf"
+                                .into(),
+                    })?;
                 let graph = import::from_bytes(&bytes, format, &module)?;
                 let compiled = crate::ethos_u::compile(&graph, target.accelerator)?;
                 let api = model_api(&compiled, &graph, &target, &self.path);
@@ -176,19 +180,19 @@ impl Model {
             }
         };
         api.module = module;
-        if let Some(limit) = self.sram_limit {
-            if api.sram_bytes as u64 > limit {
-                return Err(Error::Budget {
-                    what: format!(
-                        "model '{}' on {} ({})",
-                        self.path.display(),
-                        api.target,
-                        api.memory_mode
-                    ),
-                    needed: api.sram_bytes as u64,
-                    limit,
-                });
-            }
+        if let Some(limit) = self.sram_limit
+            && api.sram_bytes as u64 > limit
+        {
+            return Err(Error::Budget {
+                what: format!(
+                    "model '{}' on {} ({})",
+                    self.path.display(),
+                    api.target,
+                    api.memory_mode
+                ),
+                needed: api.sram_bytes as u64,
+                limit,
+            });
         }
         let tokens = codegen::generate(
             &api,
@@ -228,9 +232,11 @@ impl Model {
     /// of the crate being built (keys `target`, `system_config`, `memory_mode`, `sram_limit`).
     /// Returns the path of the generated file; include it with `npu_rt::include_compiled!(name)`.
     pub fn compile(&self) -> Result<PathBuf> {
-        let out_dir = std::env::var_os("OUT_DIR").map(PathBuf::from).ok_or_else(|| {
-            Error::Other("OUT_DIR is not set: Model::compile is meant for build scripts".into())
-        })?;
+        let out_dir = std::env::var_os("OUT_DIR")
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                Error::Other("OUT_DIR is not set: Model::compile is meant for build scripts".into())
+            })?;
         let manifest = Self::manifest_dir().join("Cargo.toml");
         let with_defaults = self.clone().with_metadata_defaults(&manifest)?;
         let expanded = with_defaults.expand(&out_dir.join("npu-cache"))?;
@@ -253,7 +259,9 @@ impl Model {
             .no_deps()
             .exec()
             .map_err(|e| Error::Other(format!("cargo metadata for {}: {e}", manifest.display())))?;
-        let canonical = manifest.canonicalize().unwrap_or_else(|_| manifest.to_path_buf());
+        let canonical = manifest
+            .canonicalize()
+            .unwrap_or_else(|_| manifest.to_path_buf());
         let package = meta.packages.iter().find(|p| {
             p.manifest_path
                 .as_std_path()
@@ -273,19 +281,19 @@ impl Model {
         if self.memory_mode.is_none() {
             self.memory_mode = text("memory_mode");
         }
-        if self.sram_limit.is_none() {
-            if let Some(v) = npu.get("sram_limit") {
-                let parsed = match v {
-                    serde_json::Value::Number(n) => n.as_u64(),
-                    serde_json::Value::String(s) => parse_size(s),
-                    _ => None,
-                };
-                self.sram_limit = Some(parsed.ok_or_else(|| Error::UnknownName {
-                    what: "[package.metadata.npu] sram_limit",
-                    given: v.to_string(),
-                    valid: "a byte count such as 524288, \"512K\" or \"2M\"".into(),
-                })?);
-            }
+        if self.sram_limit.is_none()
+            && let Some(v) = npu.get("sram_limit")
+        {
+            let parsed = match v {
+                serde_json::Value::Number(n) => n.as_u64(),
+                serde_json::Value::String(s) => parse_size(s),
+                _ => None,
+            };
+            self.sram_limit = Some(parsed.ok_or_else(|| Error::UnknownName {
+                what: "[package.metadata.npu] sram_limit",
+                given: v.to_string(),
+                valid: "a byte count such as 524288, \"512K\" or \"2M\"".into(),
+            })?);
         }
         Ok(self)
     }
@@ -295,7 +303,9 @@ fn syn_ident_ok(s: &str) -> Option<()> {
     let mut chars = s.chars();
     let first = chars.next()?;
     (first.is_ascii_alphabetic() || first == '_').then_some(())?;
-    chars.all(|c| c.is_ascii_alphanumeric() || c == '_').then_some(())
+    chars
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        .then_some(())
 }
 
 /// Parses a size such as `524288`, `512K`, `512KiB`, `2M` or `1.5M` (binary units).
@@ -309,15 +319,27 @@ fn syn_ident_ok(s: &str) -> Option<()> {
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let lower = s.to_ascii_lowercase();
-    let (num, mult) = [("kib", 1u64 << 10), ("k", 1 << 10), ("kb", 1 << 10), ("mib", 1 << 20), ("m", 1 << 20), ("mb", 1 << 20), ("b", 1)]
-        .iter()
-        .find_map(|(suffix, m)| lower.strip_suffix(suffix).map(|n| (n.trim().to_string(), *m)))
-        .unwrap_or((lower.clone(), 1));
+    let (num, mult) = [
+        ("kib", 1u64 << 10),
+        ("k", 1 << 10),
+        ("kb", 1 << 10),
+        ("mib", 1 << 20),
+        ("m", 1 << 20),
+        ("mb", 1 << 20),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suffix, m)| {
+        lower
+            .strip_suffix(suffix)
+            .map(|n| (n.trim().to_string(), *m))
+    })
+    .unwrap_or((lower.clone(), 1));
     if let Ok(n) = num.parse::<u64>() {
         return n.checked_mul(mult);
     }
     let f: f64 = num.parse().ok()?;
-    (f.is_finite() && f >= 0.0).then(|| (f * mult as f64) as u64)
+    (f.is_finite() && f >= 0.0).then_some((f * mult as f64) as u64)
 }
 
 /// The cache directory for `include_model!`: `$NPU_CACHE_DIR`, else `npu-cache` in the Cargo

@@ -287,7 +287,10 @@ pub fn generate(
             let flat_mut = flatten_mut(quote!(self.#id), rank);
             let get_flat = format_ident!("{}_flat", t.ident);
             let get_flat_mut = format_ident!("{}_flat_mut", t.ident);
-            let doc_flat = format!("`{}` as a flat row-major slice of {count} elements.", t.ident);
+            let doc_flat = format!(
+                "`{}` as a flat row-major slice of {count} elements.",
+                t.ident
+            );
             helpers.push(quote! {
                 #[doc = #doc_flat]
                 pub fn #get_flat(&self) -> &[#elem] {
@@ -469,6 +472,8 @@ pub fn generate(
                     weights: &WEIGHTS.0,
                     arena: &mut *arena,
                     fast_scratch: &mut [],
+                    arena_needed: ARENA_SIZE,
+                    fast_scratch_needed: FAST_SCRATCH_SIZE,
                 })?;
                 #(#out_copies)*
                 Ok(())

@@ -21,7 +21,10 @@ pub enum Error {
     NotAModel { path: PathBuf, detail: String },
     /// The model file is truncated, corrupted or inconsistent.
     #[error("malformed {format} model: {detail}")]
-    Malformed { format: &'static str, detail: String },
+    Malformed {
+        format: &'static str,
+        detail: String,
+    },
     /// An operator nothing can run.
     #[error("node '{node}': operator {op} is not supported (supported: {supported})")]
     UnsupportedOp {

@@ -9,8 +9,8 @@
 //! # Ok::<(), npu_build::Error>(())
 //! ```
 
-pub mod cli;
 pub mod build_api;
+pub mod cli;
 pub mod codegen;
 pub mod error;
 pub mod ethos_u;

@@ -119,9 +119,12 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
                 model.memory_mode(lit_str(opt)?)
             }
             "name" => match &opt.value {
-                Expr::Path(p) if p.path.get_ident().is_some() => {
-                    model.name(p.path.get_ident().map(|i| i.to_string()).unwrap_or_default())
-                }
+                Expr::Path(p) if p.path.get_ident().is_some() => model.name(
+                    p.path
+                        .get_ident()
+                        .map(|i| i.to_string())
+                        .unwrap_or_default(),
+                ),
                 other => {
                     return Err(syn::Error::new_spanned(
                         other,
@@ -201,10 +204,9 @@ impl Spans {
         use npu_build::Error as E;
         let at_path = path.span();
         let (span, message) = match &e {
-            E::Io { path: p, source } if source.kind() == std::io::ErrorKind::NotFound => (
-                at_path,
-                format!("model file not found: {}", p.display()),
-            ),
+            E::Io { path: p, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                (at_path, format!("model file not found: {}", p.display()))
+            }
             E::UnknownName { what, .. } => {
                 let span = if what.contains("system") {
                     self.system_config
@@ -218,10 +220,7 @@ impl Spans {
                 (span.unwrap_or(at_path), e.to_string())
             }
             E::Budget { .. } => (self.sram_limit.unwrap_or(at_path), e.to_string()),
-            _ => (
-                at_path,
-                format!("{}: {e}", model.resolved_path().display()),
-            ),
+            _ => (at_path, format!("{}: {e}", model.resolved_path().display())),
         };
         syn::Error::new(span, message)
     }

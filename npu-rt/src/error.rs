@@ -19,6 +19,18 @@ pub enum Error {
     },
     /// The arena (or the fast scratch) is smaller than the model needs.
     ArenaTooSmall { needed: usize, given: usize },
+    /// The NPU's architecture version (`ID` register) is older than, or of another major
+    /// version than, the one the command stream was compiled for.
+    ArchMismatch {
+        /// `ID` word the command stream was compiled for.
+        expected: u32,
+        /// `ID` word the hardware reports.
+        found: u32,
+    },
+    /// A buffer of the job is not reachable by the NPU: the platform's address translation
+    /// refused it, or its NPU address exceeds the NPU's address width. `region` is the base
+    /// pointer (0 weights, 1 arena, 2 fast scratch) or 8 for the command stream (`QBASE`).
+    NotNpuAddressable { region: u8, cpu_address: usize },
     /// STATUS reported a bus (AXI) error; `status` is the raw STATUS register.
     BusError { status: u32 },
     /// STATUS reported a command-stream parse error; `status` is the raw STATUS register.
@@ -46,6 +58,17 @@ impl fmt::Display for Error {
             Error::ArenaTooSmall { needed, given } => {
                 write!(f, "arena too small: {needed} bytes needed, {given} given")
             }
+            Error::ArchMismatch { expected, found } => write!(
+                f,
+                "NPU architecture mismatch: model compiled for ID {expected:#010x}, hardware reports {found:#010x}"
+            ),
+            Error::NotNpuAddressable {
+                region,
+                cpu_address,
+            } => write!(
+                f,
+                "buffer of region {region} at {cpu_address:#x} is not reachable by the NPU"
+            ),
             Error::BusError { status } => write!(f, "NPU bus error (STATUS {status:#010x})"),
             Error::CommandError { status } => {
                 write!(f, "NPU command stream parse error (STATUS {status:#010x})")

@@ -16,6 +16,27 @@ pub struct Job<'a> {
     pub arena: &'a mut [u8],
     /// Region 2 (empty when the model does not use it).
     pub fast_scratch: &'a mut [u8],
+    /// Bytes of region 1 the command stream addresses (the compiler's arena size, Vela's
+    /// `scratch_size`); a shorter `arena` is [`Error::ArenaTooSmall`].
+    pub arena_needed: usize,
+    /// Bytes of region 2 the command stream addresses (0 when unused).
+    pub fast_scratch_needed: usize,
+}
+
+impl Job<'_> {
+    /// [`Error::ArenaTooSmall`] when the arena or the fast scratch is shorter than the command
+    /// stream needs: the NPU has no bounds checks and would write past the buffer.
+    pub fn check_sizes(&self) -> Result<(), Error> {
+        for (given, needed) in [
+            (self.arena.len(), self.arena_needed),
+            (self.fast_scratch.len(), self.fast_scratch_needed),
+        ] {
+            if given < needed {
+                return Err(Error::ArenaTooSmall { needed, given });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An Ethos-U NPU that runs compiled command streams: [`crate::ethos_u::EthosU`] on hardware,

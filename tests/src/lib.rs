@@ -50,7 +50,10 @@ pub fn fixture_inputs(model: &str, k: usize) -> Vec<Value> {
 
 /// The reference output of case `k` of a fixture.
 pub fn fixture_output(model: &str, k: usize) -> Value {
-    let p = fixtures_dir().join(model).join("io").join(format!("output_{k}.npy"));
+    let p = fixtures_dir()
+        .join(model)
+        .join("io")
+        .join(format!("output_{k}.npy"));
     Value::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

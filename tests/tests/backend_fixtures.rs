@@ -123,7 +123,10 @@ fn mv2_every_intermediate_tensor_on_u55_128() {
         }
     }
     // Every op's output is an arena tensor: at least one tensor per op and input.
-    assert!(checked >= 3 * graph.ops.len(), "only {checked} tensors checked");
+    assert!(
+        checked >= 3 * graph.ops.len(),
+        "only {checked} tensors checked"
+    );
     assert!(
         failures.is_empty(),
         "{} of {checked} tensors differ:\n{}",

@@ -380,7 +380,7 @@ mod register_file {
         assert_eq!(npu.read32(offset::QREAD), 0);
         assert_eq!(npu.step(3), 3);
         let q = npu.read32(offset::QREAD);
-        assert!(q >= 12 && q <= 24, "qread {q}");
+        assert!((12..=24).contains(&q), "qread {q}");
         assert!(!npu.irq());
         npu.step(u64::MAX);
         assert!(npu.irq());

@@ -39,11 +39,15 @@ fn npy_i8(file: &[u8]) -> Result<Vec<i8>, String> {
             12,
         ),
     };
-    let header = std::str::from_utf8(&file[start..start + header_len]).map_err(|e| e.to_string())?;
+    let header =
+        std::str::from_utf8(&file[start..start + header_len]).map_err(|e| e.to_string())?;
     if !header.contains("'|i1'") {
         return Err(format!("expected int8 data, header is {header}"));
     }
-    Ok(file[start + header_len..].iter().map(|&b| b as i8).collect())
+    Ok(file[start + header_len..]
+        .iter()
+        .map(|&b| b as i8)
+        .collect())
 }
 
 fn top5(logits: &[i8]) -> Vec<(usize, i8)> {
@@ -76,7 +80,11 @@ fn main() -> ExitCode {
         let mut x = Box::new(mv2::Input::zeroed());
         let dst = x.serving_default_keras_tensor_0_flat_mut();
         if dst.len() != input.len() {
-            eprintln!("input {k}: {} values, the model takes {}", input.len(), dst.len());
+            eprintln!(
+                "input {k}: {} values, the model takes {}",
+                input.len(),
+                dst.len()
+            );
             return ExitCode::FAILURE;
         }
         dst.copy_from_slice(&input);

@@ -136,9 +136,11 @@ impl Compiled {
             .outputs
             .iter()
             .map(|t| {
-                let bytes = arena.get(t.offset..t.offset + t.byte_size()).ok_or_else(|| {
-                    Error::Other(format!("output '{}' lies outside the arena", t.name))
-                })?;
+                let bytes = arena
+                    .get(t.offset..t.offset + t.byte_size())
+                    .ok_or_else(|| {
+                        Error::Other(format!("output '{}' lies outside the arena", t.name))
+                    })?;
                 Value::new(t.shape.clone(), Data::from_le_bytes(t.dtype, bytes)?)
             })
             .collect::<Result<Vec<_>>>()?;

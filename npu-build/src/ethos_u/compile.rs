@@ -165,7 +165,10 @@ fn encode_weights(
                 _ => return Ok(None),
             };
             let block = op.block.as_ref().ok_or_else(|| {
-                Error::Other(format!("{}: weights encoded before block selection", op.name))
+                Error::Other(format!(
+                    "{}: weights encoded before block selection",
+                    op.name
+                ))
             })?;
             let traversal = if depthwise {
                 Traversal::Depthwise
@@ -234,9 +237,14 @@ fn op_buffers(op: &NpuOp) -> impl Iterator<Item = (usize, bool)> + '_ {
         _ => None,
     };
     let lut = op.activation.lut.map(|b| (b, false));
-    [Some((op.ifm.buffer, false)), ifm2, lut, Some((op.ofm.buffer, true))]
-        .into_iter()
-        .flatten()
+    [
+        Some((op.ifm.buffer, false)),
+        ifm2,
+        lut,
+        Some((op.ofm.buffer, true)),
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// Gives every buffer a `(region, address)`: constants into the read-only region, feature maps
@@ -252,7 +260,13 @@ fn place_buffers(
     for (i, op) in program.ops.iter().enumerate() {
         for (b, _) in op_buffers(op) {
             if b >= program.buffers.len() {
-                return Err(op_error(op, format!("internal: refers to buffer {b} of {}", program.buffers.len())));
+                return Err(op_error(
+                    op,
+                    format!(
+                        "internal: refers to buffer {b} of {}",
+                        program.buffers.len()
+                    ),
+                ));
             }
             first[b] = first[b].min(i);
             last[b] = last[b].max(i);

@@ -3,5 +3,8 @@
 
 pub mod config;
 pub mod cop;
+pub mod driver;
 pub mod regs;
 pub mod weights;
+
+pub use driver::EthosU;

@@ -14,8 +14,8 @@
 //!   gets the same 31-bit multiplier with NATURAL rounding: identical except when `acc * s` lies
 //!   within about `|acc * s| * 2^-31` of a half-integer, or exactly on a negative one (which
 //!   needs a scale ratio with a short binary mantissa). Vela's DBL rounding differs more often.
-//! - int16 inputs with a 64-bit (or no) bias follow TFLite's 16x8 kernels: the multiplier is
-//!   reduced to 15 bits (`(m + 2^15) >> 16`, shift `15 - exponent`) with NATURAL rounding.
+//! - Inputs are int8 or uint8 (TFLite's 16x8 kernels are not lowered: they use 15-bit
+//!   multipliers and 64-bit biases, and there is no reference here to check them against).
 //! - Strides 1..3 and dilations 1..2 are native; a larger stride makes one operation per
 //!   output row (column) reading its own window (Vela unrolls the same way). A dilation above 2 is turned into a larger
 //!   kernel with zeros between the taps (dilation 2 of a kernel inflated by d/2 when d is even,
@@ -31,9 +31,8 @@ use super::Lowering;
 use super::pool::{check_window, clamp, is_contiguous, ofm_scale, pieces};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
+    ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind,
 };
-use crate::ir::quant::quantize_multiplier;
 use crate::ir::{Activation, ConvAttrs, DType, Op, OpKind, Padding, Quantization, TensorId};
 
 /// Per output channel, the sum of |w - zp| may not exceed this (Vela's `WeightSum`).
@@ -321,14 +320,16 @@ fn flat_view(cx: &mut Lowering<'_>, op: &Op, t: TensorId, shape: [usize; 3]) -> 
     })
 }
 
+/// 8-bit inputs only: TFLite's 16x8 kernels (64-bit bias, 15-bit multipliers) are not lowered
+/// because nothing here can check them against a reference yet.
 fn check_ifm_type(cx: &Lowering<'_>, op: &Op, ifm: &FeatureMap) -> Result<()> {
-    if matches!(ifm.dtype, ElemType::I8 | ElemType::U8 | ElemType::I16) {
+    if matches!(ifm.dtype, ElemType::I8 | ElemType::U8) {
         Ok(())
     } else {
         Err(cx.limit(
             op,
             format!(
-                "{:?} input: convolutions take 8- and 16-bit inputs",
+                "{:?} input: convolutions are lowered for int8 and uint8 inputs only",
                 ifm.dtype
             ),
         ))
@@ -439,10 +440,6 @@ fn channel_scales(
             v
         }
     };
-    // TFLite's 16x8 kernels with a 64-bit bias use a 15-bit multiplier and one rounding.
-    let reduced = !fully_connected
-        && xt.dtype == DType::I16
-        && io.bias.is_none_or(|b| g.tensors[b].dtype != DType::I32);
     let mut out = Vec::with_capacity(n);
     for (c, &b) in bias.iter().enumerate() {
         let ws = wq.scale_at(c);
@@ -451,12 +448,7 @@ fn channel_scales(
         } else {
             f64::from(si) * f64::from(ws) / f64::from(so)
         };
-        let scale = if reduced {
-            reduced_scale(real)
-        } else {
-            ofm_scale(real)
-        }
-        .ok_or_else(|| {
+        let scale = ofm_scale(real).ok_or_else(|| {
             cx.limit(
                 op,
                 format!("channel {c}: output rescale {real} is outside the scale record's range"),
@@ -474,36 +466,14 @@ fn channel_scales(
             shift: scale.shift,
         });
     }
-    // NATURAL: TFLite's one rounding (64-bit conv kernels; fully connected's
-    // `round(acc * scale)`), DBL: its MultiplyByQuantizedMultiplier.
-    let round = if reduced || fully_connected {
+    // NATURAL: fully connected's one rounding of `acc * scale`; DBL: TFLite's
+    // MultiplyByQuantizedMultiplier.
+    let round = if fully_connected {
         RoundMode::Natural
     } else {
         RoundMode::Dbl
     };
     Ok((out, round))
-}
-
-/// TFLite's 64-bit-accumulator `MultiplyByQuantizedMultiplier`: the multiplier rounded to 15
-/// bits and one natural rounding at `15 - exponent`.
-fn reduced_scale(real: f64) -> Option<Scale> {
-    if !(real.is_finite() && real >= 0.0) {
-        return None;
-    }
-    let (m, e) = quantize_multiplier(real);
-    if m == 0 {
-        return Some(Scale { scale: 0, shift: 0 });
-    }
-    let r = if m < 0x7FFF_0000 {
-        (m + (1 << 15)) >> 16
-    } else {
-        0x7FFF
-    };
-    let shift = 15 - e;
-    (1..=63).contains(&shift).then_some(Scale {
-        scale: r as u32,
-        shift: shift as u8,
-    })
 }
 
 /// Weights of one operation before dilation handling.
@@ -808,17 +778,5 @@ mod tests {
         let s = inflate(set, 3, 2);
         assert_eq!(s.shape, [1, 4, 3, 1]);
         assert_eq!(s.values, vec![1, 0, 2, 0, 0, 0, 0, 0, 0, 3, 0, 4]);
-    }
-
-    #[test]
-    fn reduced_scale_matches_tflite_int64_path() {
-        // 0.75 -> m = 1610612736, e = 0 -> reduced (m + 2^15) >> 16 = 24576, shift 15.
-        assert_eq!(
-            reduced_scale(0.75),
-            Some(Scale {
-                scale: 24576,
-                shift: 15
-            })
-        );
     }
 }

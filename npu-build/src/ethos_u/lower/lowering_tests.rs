@@ -805,3 +805,86 @@ fn strides_above_three_unroll() {
     );
     check_graph(g, "avgpool_s4");
 }
+
+#[test]
+fn other_integer_types() {
+    // uint8 Add, int16 Mul.
+    let mut b = Builder::default();
+    let ta = b.input("a", &[1, 3, 4, 5], DType::U8, 0.04, 128);
+    let tb = b.input("b", &[1, 1, 4, 5], DType::U8, 0.01, 3);
+    let ty = b.output("y", &[1, 3, 4, 5], DType::U8, 0.05, 100);
+    b.op(
+        OpKind::Add {
+            activation: Activation::Relu6,
+        },
+        vec![ta, tb],
+        vec![ty],
+    );
+    check_graph(b.g, "add_u8");
+    let mut b = Builder::default();
+    let ta = b.input("a", &[1, 3, 4, 5], DType::I16, 0.0004, 0);
+    let tb = b.input("b", &[1, 3, 4, 5], DType::I16, 0.0003, 0);
+    let ty = b.output("y", &[1, 3, 4, 5], DType::I16, 0.0005, 0);
+    b.op(
+        OpKind::Mul {
+            activation: Activation::None,
+        },
+        vec![ta, tb],
+        vec![ty],
+    );
+    check_graph(b.g, "mul_i16");
+    // int16 pooling.
+    for (max, name) in [(true, "maxpool_i16"), (false, "avgpool_i16_padded")] {
+        let mut b = Builder::default();
+        let x = b.input("x", &[1, 7, 7, 3], DType::I16, 0.001, 0);
+        let y = b.output("y", &[1, 4, 4, 3], DType::I16, 0.001, 0);
+        let attrs = PoolAttrs {
+            kernel: (3, 3),
+            stride: (2, 2),
+            padding: pads(1, 1, 1, 1),
+            activation: Activation::None,
+        };
+        let kind = if max {
+            OpKind::MaxPool(attrs)
+        } else {
+            OpKind::AvgPool(attrs)
+        };
+        b.op(kind, vec![x], vec![y]);
+        check_graph(b.g, name);
+    }
+}
+
+#[test]
+fn int16_conv_is_a_limit() {
+    let mut rng = Rng(29);
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 6, 6, 3], DType::I16, 0.0005, 0);
+    let w = b.weights(&mut rng, &[4, 3, 3, 3], 0, 4);
+    let data = (0..4)
+        .flat_map(|_| (rng.range(-300_000, 300_000)).to_le_bytes())
+        .collect();
+    let bias = b.konst(
+        "b",
+        &[4],
+        DType::I64,
+        Quantization::per_tensor(0.0005 * 0.002, 0),
+        data,
+    );
+    let y = b.output("y", &[1, 6, 6, 4], DType::I16, 0.0007, 0);
+    b.op(
+        OpKind::Conv2d(conv_attrs(
+            (1, 1),
+            (1, 1),
+            pads(1, 1, 1, 1),
+            Activation::None,
+        )),
+        vec![x, w, bias],
+        vec![y],
+    );
+    // Not lowered (no reference for TFLite's 16x8 kernels): a hardware-limit error, no panic.
+    let err = super::super::lower(&b.g, &ETHOS_U55_128).unwrap_err();
+    assert!(
+        matches!(err, crate::error::Error::HardwareLimit { .. }),
+        "{err}"
+    );
+}

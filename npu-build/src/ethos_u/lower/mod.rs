@@ -74,7 +74,10 @@ impl<'g> Lowering<'g> {
             DType::I32 => Ok(ElemType::I32),
             other => Err(self.limit(
                 op,
-                format!("tensor '{}' is {other}; the NPU runs i8, u8, i16 and i32", tensor.name),
+                format!(
+                    "tensor '{}' is {other}; the NPU runs i8, u8, i16 and i32",
+                    tensor.name
+                ),
             )),
         }
     }
@@ -132,7 +135,13 @@ impl<'g> Lowering<'g> {
             .iter()
             .position(|&i| i == t)
             .map(Io::Input)
-            .or_else(|| self.graph.outputs.iter().position(|&o| o == t).map(Io::Output));
+            .or_else(|| {
+                self.graph
+                    .outputs
+                    .iter()
+                    .position(|&o| o == t)
+                    .map(Io::Output)
+            });
         let kind = match &tensor.data {
             Some(bytes) => BufferKind::Const(bytes.clone()),
             None => BufferKind::Arena,
@@ -146,7 +155,11 @@ impl<'g> Lowering<'g> {
         let e = tensor.dtype.size();
         let shape = &tensor.shape;
         let c = shape.last().copied().unwrap_or(1);
-        let w = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
+        let w = if shape.len() >= 2 {
+            shape[shape.len() - 2]
+        } else {
+            1
+        };
         let place = TensorPlace {
             buffer,
             offset: 0,
@@ -269,7 +282,11 @@ fn lower_reshape(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let e = cx.graph.tensors[y].dtype.size();
     let shape = &cx.graph.tensors[y].shape;
     let c = shape.last().copied().unwrap_or(1);
-    let w = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
+    let w = if shape.len() >= 2 {
+        shape[shape.len() - 2]
+    } else {
+        1
+    };
     cx.set_place(
         op,
         y,
