@@ -220,6 +220,8 @@ impl Spans {
                 (span.unwrap_or(at_path), e.to_string())
             }
             E::Budget { .. } => (self.sram_limit.unwrap_or(at_path), e.to_string()),
+            // These already name the file.
+            E::Io { .. } | E::NotAModel { .. } => (at_path, e.to_string()),
             _ => (at_path, format!("{}: {e}", model.resolved_path().display())),
         };
         syn::Error::new(span, message)

@@ -888,3 +888,239 @@ fn int16_conv_is_a_limit() {
         "{err}"
     );
 }
+
+// ------------------------------------------------------------------------------------------
+// Property test: random small graphs, compiled and simulated == reference interpreter.
+// ------------------------------------------------------------------------------------------
+
+/// A feature map of a random graph under construction.
+struct Fm {
+    id: TensorId,
+    shape: [usize; 4],
+    q: (f32, i32),
+}
+
+fn random_activation(rng: &mut Rng) -> Activation {
+    match rng.range(0, 5) {
+        0 => Activation::Relu,
+        1 => Activation::Relu6,
+        2 => Activation::ReluN1To1,
+        3 => Activation::Clip {
+            min: -0.5,
+            max: 2.0,
+        },
+        _ => Activation::None,
+    }
+}
+
+fn random_q(rng: &mut Rng, around: f32) -> (f32, i32) {
+    let scale = around * (0.5 + rng.range(0, 100) as f32 / 100.0);
+    (scale, rng.range(-20, 20) as i32)
+}
+
+/// Output size of a window of `k` (dilated) taps with stride `s` over `n + pad` elements.
+fn out_dim(n: usize, pad: usize, k: usize, s: usize) -> Option<usize> {
+    (n + pad).checked_sub(k).map(|r| r / s + 1)
+}
+
+/// Random padding for a window of `k` taps: each side at most `k - 1`.
+fn random_pads(rng: &mut Rng, kh: usize, kw: usize) -> Padding {
+    let mut side = |k: usize| rng.range(0, k as i64 - 1) as usize;
+    let (top, bottom) = (side(kh), side(kh));
+    let (left, right) = (side(kw), side(kw));
+    pads(top, left, bottom, right)
+}
+
+/// Appends one random operation reading `x`; `None` when the random window does not fit.
+fn random_op(b: &mut Builder, rng: &mut Rng, x: &Fm, last: bool) -> Option<Fm> {
+    let [_, h, w, c] = x.shape;
+    let kind = rng.range(0, 4);
+    let act = random_activation(rng);
+    let new_fm = |b: &mut Builder, shape: [usize; 4], q: (f32, i32)| {
+        let name = format!("t{}", b.g.tensors.len());
+        let id = if last {
+            b.output(&name, &shape, DType::I8, q.0, q.1)
+        } else {
+            b.tensor(&name, &shape, DType::I8, Some(q))
+        };
+        Fm { id, shape, q }
+    };
+    match kind {
+        // Convolution or depthwise convolution.
+        0 | 1 => {
+            let depthwise = kind == 1;
+            let (kh, kw) = (rng.range(1, 5) as usize, rng.range(1, 5) as usize);
+            let stride = (rng.range(1, 3) as usize, rng.range(1, 3) as usize);
+            let dilation = if rng.range(0, 3) == 0 { (2, 2) } else { (1, 1) };
+            let (dkh, dkw) = (dilation.0 * (kh - 1) + 1, dilation.1 * (kw - 1) + 1);
+            let p = random_pads(rng, dkh, dkw);
+            let oh = out_dim(h, p.top + p.bottom, dkh, stride.0)?;
+            let ow = out_dim(w, p.left + p.right, dkw, stride.1)?;
+            let (out_c, taps) = if depthwise {
+                let m = rng.range(1, 2) as usize;
+                (c * m, kh * kw)
+            } else {
+                (rng.range(1, 24) as usize, kh * kw * c)
+            };
+            let weights = if depthwise {
+                b.weights(rng, &[1, kh, kw, out_c], 3, out_c)
+            } else {
+                b.weights(rng, &[out_c, kh, kw, c], 0, out_c)
+            };
+            let bias = b.bias(rng, out_c, x.q.0 * 0.002);
+            // About 40 output steps per standard deviation of the accumulator.
+            let around = x.q.0 * 0.0035 * 70.0 * 70.0 * (taps as f32).sqrt() / 40.0;
+            let y = new_fm(b, [1, oh, ow, out_c], random_q(rng, around));
+            let attrs = conv_attrs(stride, dilation, p, act);
+            let kind = if depthwise {
+                OpKind::DepthwiseConv2d {
+                    attrs,
+                    depth_multiplier: out_c / c,
+                }
+            } else {
+                OpKind::Conv2d(attrs)
+            };
+            b.op(kind, vec![x.id, weights, bias], vec![y.id]);
+            Some(y)
+        }
+        // Max or average pooling.
+        2 => {
+            let max = rng.range(0, 1) == 0;
+            let (kh, kw) = (rng.range(1, 4) as usize, rng.range(1, 4) as usize);
+            let stride = (rng.range(1, 3) as usize, rng.range(1, 3) as usize);
+            let p = random_pads(rng, kh, kw);
+            let oh = out_dim(h, p.top + p.bottom, kh, stride.0)?;
+            let ow = out_dim(w, p.left + p.right, kw, stride.1)?;
+            let q = if rng.range(0, 1) == 0 {
+                x.q
+            } else {
+                random_q(rng, x.q.0)
+            };
+            let y = new_fm(b, [1, oh, ow, c], q);
+            let attrs = PoolAttrs {
+                kernel: (kh, kw),
+                stride,
+                padding: p,
+                activation: act,
+            };
+            let kind = if max {
+                OpKind::MaxPool(attrs)
+            } else {
+                OpKind::AvgPool(attrs)
+            };
+            b.op(kind, vec![x.id], vec![y.id]);
+            Some(y)
+        }
+        // Add, Sub or Mul with a second graph input, full or broadcast.
+        _ => {
+            let other_shape: [usize; 4] = match rng.range(0, 2) {
+                0 => x.shape,
+                1 => [1, 1, 1, c],
+                _ => [1, h, w, 1],
+            };
+            let oq = random_q(rng, 0.05);
+            let name = format!("in{}", b.g.tensors.len());
+            let other = b.input(&name, &other_shape, DType::I8, oq.0, oq.1);
+            let (kind, around) = match rng.range(0, 2) {
+                0 => (OpKind::Add { activation: act }, x.q.0 + oq.0),
+                1 => (OpKind::Sub { activation: act }, x.q.0 + oq.0),
+                _ => (OpKind::Mul { activation: act }, x.q.0 * oq.0 * 64.0),
+            };
+            let y = new_fm(b, x.shape, random_q(rng, around));
+            let inputs = if rng.range(0, 1) == 0 {
+                vec![x.id, other]
+            } else {
+                vec![other, x.id]
+            };
+            b.op(kind, inputs, vec![y.id]);
+            Some(y)
+        }
+    }
+}
+
+/// A random chain of one to three operations (binary operations add graph inputs).
+fn random_graph(rng: &mut Rng, case: usize) -> Graph {
+    loop {
+        let mut b = Builder::default();
+        let shape = [
+            1,
+            rng.range(1, 12) as usize,
+            rng.range(1, 12) as usize,
+            rng.range(1, 20) as usize,
+        ];
+        let q = random_q(rng, 0.05);
+        let x = b.input("x", &shape, DType::I8, q.0, q.1);
+        let mut fm = Fm { id: x, shape, q };
+        let ops = rng.range(1, 3) as usize;
+        let mut ok = true;
+        for k in 0..ops {
+            match random_op(&mut b, rng, &fm, k + 1 == ops) {
+                Some(next) => fm = next,
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            b.g.name = format!("random_{case}");
+            return b.g;
+        }
+    }
+}
+
+/// Random graphs on a random accelerator each: the compiled command stream on the virtual NPU
+/// equals the reference interpreter bit for bit. `NPU_PROPTEST_CASES` and `NPU_PROPTEST_SEED`
+/// run more or other cases; a failure prints the case's graph to reproduce it.
+#[test]
+fn random_graphs_compile_and_simulate_bit_exact() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let cases = env("NPU_PROPTEST_CASES", 60) as usize;
+    let mut rng = Rng(env("NPU_PROPTEST_SEED", 0x5EED_1234_ABCD_0001) | 1);
+    let mut limits = Vec::new();
+    for case in 0..cases {
+        let g = random_graph(&mut rng, case);
+        g.validate()
+            .unwrap_or_else(|e| panic!("case {case}: invalid random graph: {e}\n{g:#?}"));
+        let accel = ALL_ACCELERATORS[rng.range(0, ALL_ACCELERATORS.len() as i64 - 1) as usize];
+        let compiled = match crate::ethos_u::compile(&g, accel) {
+            Ok(c) => c,
+            // Scales out of the hardware's range are legitimate refusals; anything else is a bug.
+            Err(e @ crate::error::Error::HardwareLimit { .. }) => {
+                limits.push(format!("case {case}: {e}"));
+                continue;
+            }
+            Err(e) => panic!("case {case} on {}: {e}\n{g:#?}", accel.name),
+        };
+        let inputs: Vec<Value> = g
+            .inputs
+            .iter()
+            .map(|&t| random_input(&mut rng, &g.tensors[t]))
+            .collect();
+        let want = crate::reference::run(&g, &inputs)
+            .unwrap_or_else(|e| panic!("case {case}: reference failed: {e}\n{g:#?}"));
+        let (got, _) = compiled
+            .run_sim(&inputs)
+            .unwrap_or_else(|e| panic!("case {case} on {}: simulation: {e}", accel.name));
+        let (got, want) = (got[0].data.to_le_bytes(), want[0].data.to_le_bytes());
+        if let Some(d) = diff(&got, &want, 1) {
+            panic!("case {case} on {}: {d}\n{g:#?}", accel.name);
+        }
+    }
+    eprintln!(
+        "{} of {cases} random graphs refused by a hardware limit",
+        limits.len()
+    );
+    // The generator makes lowerable graphs; refusals must stay rare or the test checks little.
+    assert!(
+        limits.len() * 10 <= cases,
+        "{} of {cases} random graphs refused:\n{}",
+        limits.len(),
+        limits.join("\n")
+    );
+}
