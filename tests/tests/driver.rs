@@ -16,10 +16,12 @@ use npu_build::cli::sim::CompiledDir;
 use npu_build::value::Value;
 use npu_rt::Job;
 use npu_rt::error::Error;
-use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_128};
+use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_64, ETHOS_U55_128, ETHOS_U55_256};
+use npu_rt::ethos_u::driver::QUEUE_REGION;
 use npu_rt::ethos_u::driver::{EthosU, IrqState, Mmio, Platform, PmuConfig, Settings};
-use npu_rt::ethos_u::regs::PmuEvent;
-use npu_rt::sim::regfile::{RegisterFile, SystemMemory};
+use npu_rt::ethos_u::regs::ctrl::{Status, offset};
+use npu_rt::ethos_u::regs::{DmaFaultChannel, PmuEvent};
+use npu_rt::sim::regfile::{Fault, RegisterFile, SystemMemory};
 use npu_tests::fixtures_dir;
 
 /// Physical address of the COP1 payload (flash).
@@ -40,7 +42,12 @@ struct Model {
 
 /// Vela's compiled model of a fixture for Ethos-U55-128.
 fn vela(model: &str) -> Model {
-    let dir = fixtures_dir().join(model).join("vela/ethos-u55-128");
+    vela_for(model, "ethos-u55-128")
+}
+
+/// Vela's compiled model of a fixture for the accelerator `accel` (Vela's name).
+fn vela_for(model: &str, accel: &str) -> Model {
+    let dir = fixtures_dir().join(model).join("vela").join(accel);
     let c = CompiledDir::load(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let first = |key: &str| c.meta[key][0].as_u64().expect(key) as usize;
     Model {
@@ -385,6 +392,454 @@ fn generated_run_function_on_the_driver() {
                     .collect();
                 assert_eq!(got, want, "case {k}");
             }
+        },
+    );
+}
+
+// Faults. Each must come back as its exact `npu_rt::Error` (with the raw STATUS where the
+// NPU reported it), leave the NPU reset (STATUS clear, queue registers back at their reset
+// values) and let the next good run on the same driver give the reference bytes again.
+
+/// `STATUS` of an NPU stopped by a bus error on AXI interface 0, channel `channel`.
+fn bus_error_status(channel: DmaFaultChannel) -> u32 {
+    Status(Status::BUS_STATUS | Status::IRQ_RAISED)
+        .with_fault(0, channel as u32)
+        .0
+}
+
+/// `STATUS` of an NPU stopped by a command parse error (bits 4 and 1).
+const PARSE_ERROR_STATUS: u32 = 0x12;
+
+/// Asserts that the NPU was reset after a failed run: nothing running, no interrupt, no error
+/// bits, and the queue registers the run programmed back at zero.
+fn assert_reset(npu: &mut Driver<'_, '_>, what: &str) {
+    let regs = npu.regs();
+    assert_eq!(
+        regs.read32(offset::STATUS),
+        0,
+        "{what}: STATUS after the fault"
+    );
+    assert_eq!(
+        regs.read32(offset::QSIZE),
+        0,
+        "{what}: QSIZE after the fault"
+    );
+    assert_eq!(
+        regs.read32(offset::QBASE),
+        0,
+        "{what}: QBASE after the fault"
+    );
+}
+
+/// Runs op_conv1x1 case 1 (whose output differs from cases 0 and 2) and checks every byte.
+fn assert_good_run(npu: &mut Driver<'_, '_>, m: &Model, arena: &mut [u8], what: &str) {
+    let (input, want) = io("op_conv1x1", 1);
+    let got = infer(npu, m, arena, &input, want.len())
+        .unwrap_or_else(|e| panic!("{what}: good run after the fault: {e}"));
+    assert!(got == want, "{what}: good run after the fault differs");
+}
+
+/// Injects `fault` into op_conv1x1's run on a `rig` system, expects `want`, then checks the
+/// reset and a good run.
+fn fault_case(what: &str, fault: Option<Fault>, rig: Rig, want: Error) {
+    let m = vela("op_conv1x1");
+    let mut arena = vec![0u8; m.arena_size];
+    with_driver(&m.payload, &m.weights, range(&arena), rig, |npu, soc| {
+        if let Some(f) = fault {
+            soc.regs.borrow_mut().inject(f);
+        }
+        let (input, want_out) = io("op_conv1x1", 0);
+        let got = infer(npu, &m, &mut arena, &input, want_out.len());
+        assert_eq!(got.err(), Some(want), "{what}");
+        // The failed run still read the PMU and invalidated the arena.
+        assert!(npu.pmu_report().is_some(), "{what}: PMU report");
+        assert_eq!(soc.invalidates.get(), 2, "{what}: invalidates");
+        assert_reset(npu, what);
+        assert_good_run(npu, &m, &mut arena, what);
+    });
+}
+
+#[test]
+fn injected_bus_error_is_a_bus_error_with_the_raw_status() {
+    for (rig, how) in [
+        (Rig::default(), "polling"),
+        (
+            Rig {
+                step: Some(2),
+                ..Rig::default()
+            },
+            "stepping, polling",
+        ),
+        (
+            Rig {
+                step: Some(2),
+                irq: true,
+                ..Rig::default()
+            },
+            "stepping, interrupt",
+        ),
+    ] {
+        fault_case(
+            &format!("bus error ({how})"),
+            Some(Fault::BusError { after_commands: 7 }),
+            rig,
+            Error::BusError {
+                status: bus_error_status(DmaFaultChannel::IfmRead),
+            },
+        );
+    }
+    // STATUS 0x1006: IFM read channel (1) in bits 12..15, bus error (bit 2), IRQ (bit 1).
+    assert_eq!(bus_error_status(DmaFaultChannel::IfmRead), 0x1006);
+}
+
+#[test]
+fn injected_command_parse_error_is_a_command_error() {
+    for (rig, how) in [
+        (Rig::default(), "polling"),
+        (
+            Rig {
+                step: Some(1),
+                irq: true,
+                ..Rig::default()
+            },
+            "stepping, interrupt",
+        ),
+    ] {
+        fault_case(
+            &format!("parse error ({how})"),
+            Some(Fault::CmdParseError { after_commands: 3 }),
+            rig,
+            Error::CommandError {
+                status: PARSE_ERROR_STATUS,
+            },
+        );
+    }
+}
+
+#[test]
+fn corrupted_command_word_is_a_command_error() {
+    // Not injected: a command word with an opcode that does not exist (cmd0 0x3ff) in the
+    // payload. The first command stream of Vela's payload starts after the 32-byte COP1
+    // header (COP1 magic, OPTIMIZER_CONFIG, COMMAND_STREAM action).
+    let mut m = vela("op_conv1x1");
+    let good = m.payload.clone();
+    let at = 32 + 4 * 5;
+    m.payload[at..at + 4].copy_from_slice(&0x0000_03ffu32.to_le_bytes());
+    let mut arena = vec![0u8; m.arena_size];
+    with_driver(
+        &m.payload,
+        &m.weights,
+        range(&arena),
+        Rig::default(),
+        |npu, _| {
+            let (input, want) = io("op_conv1x1", 0);
+            let got = infer(npu, &m, &mut arena, &input, want.len());
+            assert_eq!(
+                got.err(),
+                Some(Error::CommandError {
+                    status: PARSE_ERROR_STATUS
+                })
+            );
+            assert_reset(npu, "corrupted word");
+        },
+    );
+    // The same payload without the corruption runs.
+    m.payload = good;
+    check_model("op_conv1x1", &m, Rig::default());
+}
+
+#[test]
+fn addressing_past_the_npu_memory_is_a_bus_error() {
+    // A caller that under-states the arena (arena_needed 5120 of the 6144 the stream uses):
+    // the NPU's SRAM ends at 5120 and the IFM (at 4096..6144) read runs off it. Nothing is
+    // injected; the model reports the out-of-bounds read as hardware does.
+    let m = vela("op_conv1x1");
+    let short = 5120;
+    let mut arena = vec![0u8; m.arena_size];
+    let (input, _) = io("op_conv1x1", 0);
+    arena[m.input_at..m.input_at + input.len()].copy_from_slice(&input);
+    let cpu_arena = (arena.as_ptr() as usize, short);
+    with_driver(
+        &m.payload,
+        &m.weights,
+        cpu_arena,
+        Rig::default(),
+        |npu, _| {
+            let err = npu.run_job(Job {
+                command_stream: &m.payload,
+                weights: &m.weights,
+                arena: &mut arena[..short],
+                fast_scratch: &mut [],
+                arena_needed: short,
+                fast_scratch_needed: 0,
+            });
+            assert_eq!(
+                err,
+                Err(Error::BusError {
+                    status: bus_error_status(DmaFaultChannel::IfmRead)
+                })
+            );
+            assert_reset(npu, "out of bounds");
+        },
+    );
+}
+
+#[test]
+fn hang_exceeding_the_wait_bound_is_a_timeout() {
+    // The NPU stops making progress while RUNNING (STATUS.state set, no IRQ): polling and
+    // interrupt mode both give up after max_polls looks.
+    for (rig, how) in [
+        (
+            Rig {
+                max_polls: 50,
+                ..Rig::default()
+            },
+            "polling",
+        ),
+        (
+            Rig {
+                // Enough looks for the good run (8 commands each), not for a hang.
+                max_polls: 50,
+                step: Some(8),
+                irq: true,
+                ..Rig::default()
+            },
+            "stepping, interrupt",
+        ),
+    ] {
+        fault_case(
+            &format!("hang ({how})"),
+            Some(Fault::Hang { after_commands: 4 }),
+            rig,
+            Error::Timeout {
+                status: Status::STATE,
+            },
+        );
+    }
+    // No fault, just an NPU slower than the bound: one command per look, 5 looks, while
+    // the stream has dozens of commands.
+    let m = vela("op_conv1x1");
+    let mut arena = vec![0u8; m.arena_size];
+    let rig = Rig {
+        step: Some(1),
+        max_polls: 5,
+        ..Rig::default()
+    };
+    with_driver(&m.payload, &m.weights, range(&arena), rig, |npu, soc| {
+        let (input, want) = io("op_conv1x1", 0);
+        assert_eq!(
+            infer(npu, &m, &mut arena, &input, want.len()).err(),
+            Some(Error::Timeout {
+                status: Status::STATE
+            })
+        );
+        assert_reset(npu, "slow NPU");
+        // The reset stopped it: more time passing does not run it on.
+        assert_eq!(soc.regs.borrow_mut().step(u64::MAX), 0);
+    });
+}
+
+#[test]
+fn mac_count_mismatch_is_a_config_error() {
+    // A stream compiled for Ethos-U55-128 on an Ethos-U55-64. The CONFIG words are the ones
+    // Vela wrote into its payloads for the two (the fixture bytes): 128 MACs (log2 7) and
+    // 24 KiB SHRAM vs 64 MACs (log2 6) and 16 KiB.
+    let m128 = vela("op_conv1x1");
+    let m64 = vela_for("op_conv1x1", "ethos-u55-64");
+    assert_eq!(m128.payload[8..12], 0x0000_1807u32.to_le_bytes());
+    assert_eq!(m64.payload[8..12], 0x0000_1006u32.to_le_bytes());
+    let mut arena = vec![0u8; m64.arena_size.max(m128.arena_size)];
+    let rig = Rig {
+        accel: &ETHOS_U55_64,
+        ..Rig::default()
+    };
+    with_driver(
+        &m64.payload,
+        &m64.weights,
+        range(&arena),
+        rig,
+        |npu, soc| {
+            let (input, want) = io("op_conv1x1", 0);
+            assert_eq!(
+                infer(npu, &m128, &mut arena, &input, want.len()).err(),
+                Some(Error::ConfigMismatch {
+                    expected: 0x0000_1807,
+                    found: 0x0000_1006
+                })
+            );
+            assert!(soc.regs.borrow().stats().ops.is_empty(), "never started");
+            assert_reset(npu, "MAC mismatch");
+            // The stream built for this NPU runs on the same driver.
+            assert_good_run(npu, &m64, &mut arena, "MAC mismatch");
+        },
+    );
+}
+
+#[test]
+fn product_mismatch_is_a_config_error() {
+    // An Ethos-U65-256 stream on an Ethos-U55-256: same MAC count and SHRAM, other product
+    // (CONFIG bits 28..31).
+    let u65 = vela_for("op_conv1x1", "ethos-u65-256");
+    let u55 = vela_for("op_conv1x1", "ethos-u55-256");
+    assert_eq!(u65.payload[8..12], 0x1000_3008u32.to_le_bytes());
+    assert_eq!(u55.payload[8..12], 0x0000_3008u32.to_le_bytes());
+    let mut arena = vec![0u8; u55.arena_size.max(u65.arena_size)];
+    let rig = Rig {
+        accel: &ETHOS_U55_256,
+        ..Rig::default()
+    };
+    with_driver(
+        &u55.payload,
+        &u55.weights,
+        range(&arena),
+        rig,
+        |npu, soc| {
+            let (input, want) = io("op_conv1x1", 0);
+            assert_eq!(
+                infer(npu, &u65, &mut arena, &input, want.len()).err(),
+                Some(Error::ConfigMismatch {
+                    expected: 0x1000_3008,
+                    found: 0x0000_3008
+                })
+            );
+            assert!(soc.regs.borrow().stats().ops.is_empty(), "never started");
+            assert_good_run(npu, &u55, &mut arena, "product mismatch");
+        },
+    );
+}
+
+#[test]
+fn arena_too_small_is_refused_before_the_npu_runs() {
+    let m = vela("op_conv1x1");
+    let mut arena = vec![0u8; m.arena_size];
+    with_driver(
+        &m.payload,
+        &m.weights,
+        range(&arena),
+        Rig::default(),
+        |npu, soc| {
+            let given = m.arena_size - 16;
+            let err = npu.run_job(Job {
+                command_stream: &m.payload,
+                weights: &m.weights,
+                arena: &mut arena[..given],
+                fast_scratch: &mut [],
+                arena_needed: m.arena_size,
+                fast_scratch_needed: 0,
+            });
+            assert_eq!(
+                err,
+                Err(Error::ArenaTooSmall {
+                    needed: 6144,
+                    given: 6128
+                })
+            );
+            // Refused before any reset, cache maintenance or start.
+            assert_eq!((soc.cleans.get(), soc.invalidates.get()), (0, 0));
+            assert!(soc.regs.borrow().stats().ops.is_empty());
+            assert_good_run(npu, &m, &mut arena, "arena too small");
+        },
+    );
+}
+
+#[test]
+fn fast_scratch_too_small_is_refused_before_the_npu_runs() {
+    let m = vela("op_conv1x1");
+    let mut arena = vec![0u8; m.arena_size];
+    let mut scratch = [0u8; 128];
+    with_driver(
+        &m.payload,
+        &m.weights,
+        range(&arena),
+        Rig::default(),
+        |npu, soc| {
+            for (given, needed) in [(0, 64), (128, 256)] {
+                let err = npu.run_job(Job {
+                    command_stream: &m.payload,
+                    weights: &m.weights,
+                    arena: &mut arena,
+                    fast_scratch: &mut scratch[..given],
+                    arena_needed: m.arena_size,
+                    fast_scratch_needed: needed,
+                });
+                assert_eq!(err, Err(Error::ArenaTooSmall { needed, given }));
+            }
+            assert_eq!((soc.cleans.get(), soc.invalidates.get()), (0, 0));
+            assert!(soc.regs.borrow().stats().ops.is_empty());
+            assert_good_run(npu, &m, &mut arena, "fast scratch too small");
+        },
+    );
+}
+
+/// Which buffer of a job lives outside the memory the NPU sees.
+#[derive(Clone, Copy, Debug)]
+enum Unmapped {
+    Payload,
+    Weights,
+    Arena,
+    FastScratch,
+}
+
+#[test]
+fn buffers_the_npu_cannot_reach_are_refused() {
+    // The system maps the payload, the weights and the arena; copies of them elsewhere in CPU
+    // memory (a TCM, say) have no NPU address.
+    let m = vela("op_conv1x1");
+    let mut arena = vec![0u8; m.arena_size];
+    let mut other_arena = vec![0u8; m.arena_size];
+    let other_payload = m.payload.clone();
+    let other_weights = m.weights.clone();
+    let mut scratch = [0u8; 64];
+    with_driver(
+        &m.payload,
+        &m.weights,
+        range(&arena),
+        Rig::default(),
+        |npu, soc| {
+            for which in [
+                Unmapped::Payload,
+                Unmapped::Weights,
+                Unmapped::Arena,
+                Unmapped::FastScratch,
+            ] {
+                // The queue starts after the payload's 32-byte COP1 header.
+                let (region, cpu_address) = match which {
+                    Unmapped::Payload => (QUEUE_REGION, other_payload.as_ptr() as usize + 32),
+                    Unmapped::Weights => (0, other_weights.as_ptr() as usize),
+                    Unmapped::Arena => (1, other_arena.as_ptr() as usize),
+                    Unmapped::FastScratch => (2, scratch.as_ptr() as usize),
+                };
+                let err = npu.run_job(Job {
+                    command_stream: match which {
+                        Unmapped::Payload => &other_payload,
+                        _ => &m.payload,
+                    },
+                    weights: match which {
+                        Unmapped::Weights => &other_weights,
+                        _ => &m.weights,
+                    },
+                    arena: match which {
+                        Unmapped::Arena => &mut other_arena,
+                        _ => &mut arena,
+                    },
+                    fast_scratch: match which {
+                        Unmapped::FastScratch => &mut scratch,
+                        _ => &mut [],
+                    },
+                    arena_needed: m.arena_size,
+                    fast_scratch_needed: 0,
+                });
+                assert_eq!(
+                    err,
+                    Err(Error::NotNpuAddressable {
+                        region,
+                        cpu_address
+                    }),
+                    "{which:?}"
+                );
+            }
+            assert!(soc.regs.borrow().stats().ops.is_empty(), "never started");
+            assert_good_run(npu, &m, &mut arena, "unreachable buffers");
         },
     );
 }
