@@ -18,15 +18,15 @@ use std::path::{Path, PathBuf};
 
 use proc_macro2::TokenStream;
 
-use crate::codegen::{self, ArtifactFiles, IoApi, ModelApi};
+use crate::codegen::{self, ArtifactFiles, IoApi, ModelApi, StepApi};
 use crate::error::{Error, Result};
-use crate::ethos_u::Compiled;
+use crate::ethos_u::{Compiled, Step};
 use crate::import;
 use crate::target::Target;
 
 /// Bumped whenever the compiler's output for the same model and options may change; part of
 /// the cache key together with the crate version.
-const CACHE_EPOCH: u32 = 1;
+const CACHE_EPOCH: u32 = 2;
 
 /// A model to compile at build time, with its options.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -173,7 +173,11 @@ impl Model {
                                 .into(),
                     })?;
                 let graph = import::from_bytes(&bytes, format, &module)?;
-                let compiled = crate::ethos_u::compile(&graph, target.accelerator)?;
+                let options = crate::ethos_u::CompileOptions {
+                    cpu_fallback: self.cpu_fallback.unwrap_or(true),
+                    ..Default::default()
+                };
+                let compiled = crate::ethos_u::compile_with(&graph, target.accelerator, &options)?;
                 let api = model_api(&compiled, &graph, &target, &self.path);
                 write_cache(&dir, &compiled, &api)?;
                 (api, false)
@@ -400,11 +404,40 @@ fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &P
         inputs: io(&c.inputs),
         outputs: io(&c.outputs),
         npu_ops: c.npu_ops,
-        cpu_ops: 0,
+        cpu_ops: c.cpu_ops(),
         op_counts,
         sram_bytes: sram,
         flash_bytes: flash,
+        steps: step_apis(c),
     }
+}
+
+/// The steps of a mixed model (empty for a model that runs entirely on the NPU).
+fn step_apis(c: &Compiled) -> Vec<StepApi> {
+    if c.cpu_ops() == 0 {
+        return Vec::new();
+    }
+    c.steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| match s {
+            Step::Npu { command_stream, .. } => StepApi::Npu {
+                file: step_file(k),
+                len: command_stream.len(),
+            },
+            Step::Cpu(cpu) => StepApi::Cpu {
+                node: cpu.node.clone(),
+                op: cpu.op.clone(),
+                reason: cpu.reason.clone(),
+                words: cpu.words(),
+            },
+        })
+        .collect()
+}
+
+/// File name of the command stream of step `k` of a mixed model.
+fn step_file(k: usize) -> String {
+    format!("cmd_stream_{k}.bin")
 }
 
 fn write_cache(dir: &Path, c: &Compiled, api: &ModelApi) -> Result<()> {
@@ -424,6 +457,13 @@ fn write_cache(dir: &Path, c: &Compiled, api: &ModelApi) -> Result<()> {
         std::fs::write(&p, bytes).map_err(|e| Error::io(p, e))
     };
     put("cmd_stream.bin", &c.command_stream)?;
+    if c.cpu_ops() > 0 {
+        for (k, s) in c.steps.iter().enumerate() {
+            if let Step::Npu { command_stream, .. } = s {
+                put(&step_file(k), command_stream)?;
+            }
+        }
+    }
     put("weights.bin", &c.weights)?;
     let json = serde_json::to_vec_pretty(api).map_err(|e| Error::Other(e.to_string()))?;
     put("api.json", &json)?;

@@ -51,6 +51,25 @@ pub struct ModelApi {
     pub op_counts: Vec<(String, usize)>,
     pub sram_bytes: usize,
     pub flash_bytes: usize,
+    /// The steps of `run` when the model mixes NPU and CPU operators (empty: one command stream,
+    /// `cmd_stream.bin`).
+    #[serde(default)]
+    pub steps: Vec<StepApi>,
+}
+
+/// One step of the generated `run`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StepApi {
+    /// A command stream: file `file` (in the artifact directory) of `len` bytes.
+    Npu { file: String, len: usize },
+    /// A CPU operator: IR node and operator, why it is on the CPU, and its encoded
+    /// [`npu_rt::cpu::Op`].
+    Cpu {
+        node: String,
+        op: String,
+        reason: String,
+        words: Vec<u32>,
+    },
 }
 
 /// Rust keywords and names the generated module uses itself (a tensor with such a name gets a
@@ -194,6 +213,57 @@ pub struct ArtifactFiles<'a> {
     pub weights: &'a Path,
     /// The model file, included (and discarded) so rustc rebuilds when it changes.
     pub model: Option<&'a Path>,
+}
+
+/// The statics and the body of `run_into` for the steps of a mixed NPU/CPU model.
+fn mixed_steps(steps: &[StepApi], dir: &Path) -> (TokenStream, TokenStream) {
+    let mut statics = Vec::new();
+    let mut body = Vec::new();
+    for (k, step) in steps.iter().enumerate() {
+        match step {
+            StepApi::Npu { file, len } => {
+                let name = format_ident!("COMMAND_STREAM_{}", k);
+                let path = dir.join(file).to_string_lossy().into_owned();
+                let len = Literal::usize_unsuffixed(*len);
+                let doc = format!("COP1 command stream of step {k} (NPU).");
+                statics.push(quote! {
+                    #[doc = #doc]
+                    pub static #name: npu_rt::Aligned16<[u8; #len]> =
+                        npu_rt::Aligned16(*include_bytes!(#path));
+                });
+                body.push(quote! {
+                    npu.run(npu_rt::Job {
+                        command_stream: &#name.0,
+                        weights: &WEIGHTS.0,
+                        arena: &mut *arena,
+                        fast_scratch: &mut [],
+                        arena_needed: ARENA_SIZE,
+                        fast_scratch_needed: FAST_SCRATCH_SIZE,
+                    })?;
+                });
+            }
+            StepApi::Cpu {
+                node,
+                op,
+                reason,
+                words,
+            } => {
+                let name = format_ident!("CPU_STEP_{}", k);
+                let n = Literal::usize_unsuffixed(words.len());
+                let ws = words.iter().map(|&w| Literal::u32_unsuffixed(w));
+                let doc = format!("Step {k} (CPU): node `{node}` ({op}), because: {reason}.");
+                let k = Literal::usize_unsuffixed(k);
+                statics.push(quote! {
+                    #[doc = #doc]
+                    pub static #name: [u32; #n] = [#(#ws),*];
+                });
+                body.push(quote! {
+                    npu_rt::cpu::run(#k, &#name, &WEIGHTS.0, &mut *arena)?;
+                });
+            }
+        }
+    }
+    (quote!(#(#statics)*), quote!(#(#body)*))
 }
 
 /// Generated module of `api`.
@@ -364,6 +434,27 @@ pub fn generate(
         api.flash_bytes,
     );
 
+    let (stream_statics, steps_body) = match files.command_stream.parent() {
+        Some(dir) if !api.steps.is_empty() => mixed_steps(&api.steps, dir),
+        _ => (
+            quote! {
+                /// The COP1 command stream payload.
+                pub static COMMAND_STREAM: npu_rt::Aligned16<[u8; #cmd_len]> =
+                    npu_rt::Aligned16(*include_bytes!(#cmd_path));
+            },
+            quote! {
+                npu.run(npu_rt::Job {
+                    command_stream: &COMMAND_STREAM.0,
+                    weights: &WEIGHTS.0,
+                    arena: &mut *arena,
+                    fast_scratch: &mut [],
+                    arena_needed: ARENA_SIZE,
+                    fast_scratch_needed: FAST_SCRATCH_SIZE,
+                })?;
+            },
+        ),
+    };
+
     quote! {
         #[doc = #module_doc]
         #[allow(dead_code, clippy::all)]
@@ -377,9 +468,7 @@ pub fn generate(
             /// Bytes of the fast scratch (region 2); 0 when unused.
             pub const FAST_SCRATCH_SIZE: usize = #fast;
 
-            /// The COP1 command stream payload.
-            pub static COMMAND_STREAM: npu_rt::Aligned16<[u8; #cmd_len]> =
-                npu_rt::Aligned16(*include_bytes!(#cmd_path));
+            #stream_statics
             /// Region 0: encoded weights, scales, lookup tables and constants.
             #section
             pub static WEIGHTS: npu_rt::Aligned16<[u8; #weights_len]> =
@@ -446,8 +535,8 @@ pub fn generate(
             #(#in_mods)*
             #(#out_mods)*
 
-            /// Runs the model: copies `input` into the arena, runs the command stream on `npu`,
-            /// and returns the outputs.
+            /// Runs the model: copies `input` into the arena, runs the command stream(s) on `npu`
+            /// (and the CPU operators, if any, in between), and returns the outputs.
             pub fn run<N: npu_rt::Npu + ?Sized>(
                 npu: &mut N,
                 arena: &mut Arena,
@@ -467,14 +556,7 @@ pub fn generate(
             ) -> Result<(), npu_rt::Error> {
                 let arena = &mut arena.0[..];
                 #(#in_copies)*
-                npu.run(npu_rt::Job {
-                    command_stream: &COMMAND_STREAM.0,
-                    weights: &WEIGHTS.0,
-                    arena: &mut *arena,
-                    fast_scratch: &mut [],
-                    arena_needed: ARENA_SIZE,
-                    fast_scratch_needed: FAST_SCRATCH_SIZE,
-                })?;
+                #steps_body
                 #(#out_copies)*
                 Ok(())
             }

@@ -99,6 +99,7 @@ fn mv2_every_intermediate_tensor_on_u55_128() {
         .accelerator;
     let options = npu_build::ethos_u::CompileOptions {
         keep_intermediates: true,
+        ..Default::default()
     };
     let compiled = npu_build::ethos_u::compile_with(&graph, accel, &options).expect("compile");
     let interp = npu_build::reference::Interpreter::new(&graph).expect("prepare");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::error::Result;
-use crate::ethos_u::{Compiled, compile};
+use crate::ethos_u::{CompileOptions, Compiled, Step, compile_with};
 use crate::import;
 use crate::target::Target;
 
@@ -21,6 +21,9 @@ pub struct TargetArgs {
     /// Memory mode (Shared_Sram, Sram_Only, Dedicated_Sram); default depends on the accelerator.
     #[arg(long)]
     pub memory_mode: Option<String>,
+    /// Fail instead of running operators the NPU cannot run on the CPU (lists each one).
+    #[arg(long)]
+    pub no_cpu_fallback: bool,
 }
 
 impl TargetArgs {
@@ -56,10 +59,64 @@ pub struct ReportArgs {
     pub target: TargetArgs,
 }
 
-/// Imports and compiles `model` for `target`.
+/// Imports and compiles `model` for `target` (with CPU fallback).
 pub fn compile_model(model: &Path, target: &Target) -> Result<Compiled> {
+    compile_model_with(model, target, &CompileOptions::default())
+}
+
+/// Imports and compiles `model` for `target` with `options`.
+pub fn compile_model_with(
+    model: &Path,
+    target: &Target,
+    options: &CompileOptions,
+) -> Result<Compiled> {
     let graph = import::load(model)?;
-    compile(&graph, target.accelerator)
+    compile_with(&graph, target.accelerator, options)
+}
+
+/// The compile options the target arguments select.
+fn options(t: &TargetArgs) -> CompileOptions {
+    CompileOptions {
+        cpu_fallback: !t.no_cpu_fallback,
+        ..Default::default()
+    }
+}
+
+/// The NPU/CPU split of a compiled model: one entry per step, CPU steps with their reason.
+pub fn split_json(c: &Compiled) -> serde_json::Value {
+    let steps: Vec<serde_json::Value> = c
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Npu {
+                command_stream,
+                ops,
+            } => json!({
+                "engine": "npu",
+                "npu_ops": ops.len(),
+                "command_stream_bytes": command_stream.len(),
+            }),
+            Step::Cpu(cpu) => json!({
+                "engine": "cpu",
+                "node": cpu.node,
+                "op": cpu.op,
+                "reason": cpu.reason,
+            }),
+        })
+        .collect();
+    let operators: Vec<serde_json::Value> = c
+        .assignment
+        .iter()
+        .map(|a| {
+            json!({
+                "node": a.node,
+                "op": a.op,
+                "engine": if a.cpu_reason.is_some() { "cpu" } else { "npu" },
+                "reason": a.cpu_reason,
+            })
+        })
+        .collect();
+    json!({ "steps": steps, "operators": operators })
 }
 
 /// The report of a compiled model as JSON (memory use by memory kind, op counts, timings,
@@ -79,9 +136,17 @@ pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
         "arena_bytes": c.arena_size,
         "weights_bytes": c.weights.len(),
         "encoded_weight_bytes": c.encoded_weight_bytes,
-        "command_stream_bytes": c.command_stream.len(),
+        "command_stream_bytes": c
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Npu { command_stream, .. } => command_stream.len(),
+                Step::Cpu(_) => 0,
+            })
+            .sum::<usize>(),
         "npu_ops": c.npu_ops,
-        "cpu_ops": 0,
+        "cpu_ops": c.cpu_ops(),
+        "split": split_json(c),
         "ir_ops": c.ir_ops,
         "compile_ms": c.compile_time.as_secs_f64() * 1e3,
         "cycles_estimate": estimate.as_ref().map(|e| e.total_cycles),
@@ -91,7 +156,18 @@ pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
 
 pub fn run(args: Args) -> Result<()> {
     let target = args.target.resolve()?;
-    let c = compile_model(&args.model, &target)?;
+    let c = compile_model_with(&args.model, &target, &options(&args.target))?;
+    if c.cpu_ops() > 0 {
+        // The raw directory format holds one command stream; say so instead of writing a
+        // partial one.
+        return Err(crate::Error::Other(format!(
+            "{}: the model runs {} operator(s) on the CPU; the raw output directory holds one \
+             NPU command stream only (use include_model!, npu_build::Model or `npu run --engine \
+             sim`; `npu report` shows the split)",
+            c.name,
+            c.cpu_ops()
+        )));
+    }
     c.write_dir(
         &args.output,
         target.system_config.name,
@@ -118,7 +194,7 @@ pub fn run(args: Args) -> Result<()> {
 
 pub fn report(args: ReportArgs) -> Result<()> {
     let target = args.target.resolve()?;
-    let c = compile_model(&args.model, &target)?;
+    let c = compile_model_with(&args.model, &target, &options(&args.target))?;
     let report = serde_json::to_string_pretty(&report_json(&c, &target))
         .map_err(|e| crate::Error::Other(e.to_string()))?;
     println!("{report}");

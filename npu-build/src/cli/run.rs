@@ -13,7 +13,8 @@ use crate::value::Value;
 pub enum Engine {
     /// The int8 reference interpreter (bit-exact with TFLite's reference kernels).
     Reference,
-    /// The virtual Ethos-U NPU running the compiled command stream.
+    /// The virtual Ethos-U NPU running the compiled command streams, with the CPU kernels of
+    /// operators the NPU cannot run in between.
     Sim,
 }
 
@@ -31,6 +32,9 @@ pub struct Args {
     /// stdout).
     #[arg(long = "output")]
     pub outputs: Vec<PathBuf>,
+    /// Target of the sim engine.
+    #[command(flatten)]
+    pub target: super::compile::TargetArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -50,9 +54,13 @@ pub fn run(args: Args) -> Result<()> {
     let outputs = match args.engine {
         Engine::Reference => crate::reference::run(&graph, &inputs)?,
         Engine::Sim => {
-            return Err(Error::Other(
-                "the sim engine needs the Ethos-U backend (not available yet)".into(),
-            ));
+            let target = args.target.resolve()?;
+            let options = crate::ethos_u::CompileOptions {
+                cpu_fallback: !args.target.no_cpu_fallback,
+                ..Default::default()
+            };
+            let compiled = crate::ethos_u::compile_with(&graph, target.accelerator, &options)?;
+            compiled.run_sim(&inputs)?.0
         }
     };
     for (k, v) in outputs.iter().enumerate() {

@@ -8,6 +8,7 @@ use npu_rt::ethos_u::config::AcceleratorConfig;
 use serde_json::{Value as Json, json};
 
 use super::npu_op::{Layout, Program};
+use super::partition::{CpuStep, OpAssignment};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, TensorId};
 use crate::value::{Data, Value};
@@ -32,13 +33,27 @@ impl IoTensor {
     }
 }
 
+/// One step of a compiled model, run in order over the same weights and arena.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// A command stream (COP1 payload) of consecutive NPU operations.
+    Npu {
+        command_stream: Vec<u8>,
+        /// The operations of [`Compiled::program`] it holds.
+        ops: std::ops::Range<usize>,
+    },
+    /// An operator on the CPU.
+    Cpu(CpuStep),
+}
+
 /// A model compiled for one accelerator.
 #[derive(Clone, Debug)]
 pub struct Compiled {
     /// Model name (file stem).
     pub name: String,
     pub accelerator: &'static AcceleratorConfig,
-    /// The COP1 driver payload holding the command stream.
+    /// The COP1 driver payload holding the command stream of the whole model when it runs
+    /// entirely on the NPU (one [`Step::Npu`]); empty when [`Compiled::steps`] mixes NPU and CPU.
     pub command_stream: Vec<u8>,
     /// Region 0: encoded weights, scale/bias streams, LUTs and constants.
     pub weights: Vec<u8>,
@@ -59,6 +74,10 @@ pub struct Compiled {
     pub program: Program,
     /// `(region, address)` of every buffer of `program`.
     pub buffer_addrs: Vec<(u8, u64)>,
+    /// What runs, in order: NPU command streams and CPU operators.
+    pub steps: Vec<Step>,
+    /// Where each IR operator runs (graph order), with the reason of each CPU operator.
+    pub assignment: Vec<OpAssignment>,
 }
 
 fn shape6(shape: &[usize]) -> Vec<usize> {
@@ -184,12 +203,27 @@ impl Compiled {
                 .copy_from_slice(&bytes);
         }
         let mut npu = npu_rt::sim::VirtualNpu::new(self.accelerator);
-        let stats = {
-            let mut regions = npu_rt::sim::Regions::new();
-            regions.set(0, &self.weights).set_mut(1, &mut arena);
-            npu.run(&self.command_stream, &mut regions)
-                .map_err(|e| Error::Sim(e.to_string()))?
-        };
+        let mut stats = npu_rt::sim::Stats::default();
+        for (k, step) in self.steps.iter().enumerate() {
+            match step {
+                Step::Npu { command_stream, .. } => {
+                    let mut regions = npu_rt::sim::Regions::new();
+                    regions.set(0, &self.weights).set_mut(1, &mut arena);
+                    let s = npu
+                        .run(command_stream, &mut regions)
+                        .map_err(|e| Error::Sim(format!("step {k}: {e}")))?;
+                    merge_stats(&mut stats, s);
+                }
+                Step::Cpu(c) => {
+                    c.kernel.execute(&self.weights, &mut arena).ok_or_else(|| {
+                        Error::Other(format!(
+                            "step {k}: CPU kernel of node '{}' ({}): operands do not fit the arena",
+                            c.node, c.op
+                        ))
+                    })?;
+                }
+            }
+        }
         Ok((arena, stats))
     }
 
@@ -217,5 +251,32 @@ impl Compiled {
             }
         }
         Some(out)
+    }
+}
+
+/// Adds the counters of one command stream's run to `total`.
+fn merge_stats(total: &mut npu_rt::sim::Stats, s: npu_rt::sim::Stats) {
+    total.commands = total.commands.saturating_add(s.commands);
+    total.operations = total.operations.saturating_add(s.operations);
+    total.macs = total.macs.saturating_add(s.macs);
+    total.dma_bytes = total.dma_bytes.saturating_add(s.dma_bytes);
+    for (t, v) in total.bytes_read.iter_mut().zip(s.bytes_read) {
+        *t = t.saturating_add(v);
+    }
+    for (t, v) in total.bytes_written.iter_mut().zip(s.bytes_written) {
+        *t = t.saturating_add(v);
+    }
+    total.ops.extend(s.ops);
+    total.irqs.extend(s.irqs);
+    total.stopped = s.stopped;
+}
+
+impl Compiled {
+    /// Number of CPU steps.
+    pub fn cpu_ops(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Cpu(_)))
+            .count()
     }
 }

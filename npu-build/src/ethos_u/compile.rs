@@ -1,6 +1,7 @@
 //! The backend driver: lower, choose blocks, encode weights, place, emit, wrap in COP1.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::time::Instant;
 
 use npu_rt::ethos_u::config::AcceleratorConfig;
@@ -10,10 +11,11 @@ use npu_rt::ethos_u::regs::ctrl::{Config, Id};
 use npu_rt::ethos_u::weights::{ScaleEntry, Traversal};
 
 use super::alloc;
-use super::artifact::{Compiled, IoTensor};
+use super::artifact::{Compiled, IoTensor, Step};
 use super::npu_op::{
-    BufferKind, CoreStreams, Io, NpuOp, NpuOpKind, Placement, Program, WeightStreams,
+    BufferKind, CoreStreams, Io, Layout, NpuOp, NpuOpKind, Placement, Program, WeightStreams,
 };
+use super::partition::{self, CpuStep, OpAssignment};
 use super::weights::{WeightLayout, encode_op};
 use super::{block, emit, lower};
 use crate::error::{Error, Result};
@@ -27,17 +29,106 @@ pub const REGION_CONST: u8 = 0;
 pub const REGION_ARENA: u8 = 1;
 
 /// Options of [`compile_with`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompileOptions {
     /// Give every arena buffer its own bytes for the whole run (no reuse), so that every
     /// intermediate tensor can be read back after a run ([`Compiled::tensor_bytes`]). For tests
     /// and debugging: the arena grows to the sum of all feature maps.
     pub keep_intermediates: bool,
+    /// Let operators the NPU cannot run (and float conversions) run on the CPU (default true).
+    /// When false, any such operator is an error listing each one with its reason.
+    pub cpu_fallback: bool,
+    /// Node names or operator names (`Softmax`, case-insensitive) to run on the CPU even where
+    /// the NPU could run them.
+    pub force_cpu: Vec<String>,
 }
 
-/// Compiles `graph` for `accel`: the whole pipeline of the native backend.
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            keep_intermediates: false,
+            cpu_fallback: true,
+            force_cpu: Vec::new(),
+        }
+    }
+}
+
+/// Compiles `graph` for `accel`: the whole pipeline of the native backend, with CPU fallback.
 pub fn compile(graph: &Graph, accel: &'static AcceleratorConfig) -> Result<Compiled> {
     compile_with(graph, accel, &CompileOptions::default())
+}
+
+/// Assigns every operator to the NPU or the CPU and lowers the NPU ones (see
+/// [`partition`](super::partition)). Returns the program, the NPU-operation range of each IR
+/// operator and the assignment.
+fn partition_and_lower(
+    graph: &Graph,
+    accel: &'static AcceleratorConfig,
+    options: &CompileOptions,
+) -> Result<(Program, Vec<Range<usize>>, Vec<OpAssignment>)> {
+    let mut reasons: Vec<Option<String>> = graph
+        .ops
+        .iter()
+        .map(|op| {
+            if options.force_cpu.iter().any(|p| partition::matches(op, p)) {
+                Some(partition::FORCED_REASON.to_string())
+            } else if partition::is_float_boundary(graph, op) {
+                Some(partition::FLOAT_REASON.to_string())
+            } else {
+                None
+            }
+        })
+        .collect();
+    // The lowering's refusals, one operator at a time (each refusal re-lowers the graph with
+    // that operator's tensors placed for the CPU).
+    let (program, ranges) = loop {
+        let on_npu: Vec<bool> = reasons.iter().map(Option::is_none).collect();
+        match lower::lower_partition(graph, accel, &on_npu) {
+            Ok(r) => break r,
+            Err((i, e)) if partition::is_npu_refusal(&e) && reasons[i].is_none() => {
+                if !options.cpu_fallback {
+                    // Report this one with the others known so far.
+                    reasons[i] = Some(e.to_string());
+                    continue;
+                }
+                // Without a CPU kernel the NPU's refusal is the error to report.
+                if let Err(k) = partition::cpu_kernel(graph, &graph.ops[i], &mut |_| {
+                    Ok(npu_rt::cpu::Buf::arena(0))
+                }) {
+                    return Err(match e {
+                        Error::HardwareLimit {
+                            node,
+                            op,
+                            target,
+                            limit,
+                        } => Error::HardwareLimit {
+                            node,
+                            op,
+                            target,
+                            limit: format!("{limit} (and no CPU fallback: {k})"),
+                        },
+                        other => other,
+                    });
+                }
+                reasons[i] = Some(e.to_string());
+            }
+            Err((_, e)) => return Err(e),
+        }
+    };
+    let assignment: Vec<OpAssignment> = graph
+        .ops
+        .iter()
+        .zip(reasons)
+        .map(|(op, cpu_reason)| OpAssignment {
+            node: op.name.clone(),
+            op: op.kind.name().into(),
+            cpu_reason,
+        })
+        .collect();
+    if !options.cpu_fallback && assignment.iter().any(|a| a.cpu_reason.is_some()) {
+        return Err(partition::fallback_disabled_error(accel.name, &assignment));
+    }
+    Ok((program, ranges, assignment))
 }
 
 /// [`compile`] with options.
@@ -48,18 +139,89 @@ pub fn compile_with(
 ) -> Result<Compiled> {
     let start = Instant::now();
     graph.validate()?;
-    let mut program = lower::lower(graph, accel)?;
+    let (mut program, ranges, assignment) = partition_and_lower(graph, accel, options)?;
     for op in &mut program.ops {
         op.block = Some(block::choose(op, accel)?);
     }
     let mut ro = ReadOnly::default();
     let weights = encode_weights(&program, accel, &mut ro)?;
-    let (buffers, arena_size) = place_buffers(&program, &mut ro, options.keep_intermediates)?;
+
+    // The timeline of arena uses: NPU operations and CPU operators in graph order.
+    let mut timeline: Vec<Vec<usize>> = Vec::new();
+    for (i, op) in graph.ops.iter().enumerate() {
+        if assignment[i].cpu_reason.is_some() {
+            let mut uses = Vec::new();
+            for &t in op.inputs.iter().chain(&op.outputs) {
+                if let Some(Some(p)) = program.tensor_places.get(t) {
+                    uses.push(p.buffer);
+                }
+            }
+            timeline.push(uses);
+        } else {
+            for npu_op in &program.ops[ranges[i].clone()] {
+                timeline.push(op_buffers(npu_op).map(|(b, _)| b).collect());
+            }
+        }
+    }
+    let (buffers, arena_size) =
+        place_buffers(&program, &timeline, &mut ro, options.keep_intermediates)?;
     let placement = Placement { buffers, weights };
-    let words = emit::emit(&program, &placement, accel)?;
-    let command_stream = cop1_writer(accel)
-        .to_vec(&words)
-        .map_err(|e| Error::Other(format!("COP1 payload: {e}")))?;
+
+    // Steps: maximal runs of NPU operators become one command stream each.
+    let any_cpu = assignment.iter().any(|a| a.cpu_reason.is_some());
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < graph.ops.len() || (!any_cpu && steps.is_empty()) {
+        if i < graph.ops.len() && assignment[i].cpu_reason.is_some() {
+            let op = &graph.ops[i];
+            let kernel = partition::cpu_kernel(graph, op, &mut |t| {
+                cpu_operand(graph, op, t, &program, &placement.buffers, &mut ro)
+            })?;
+            steps.push(Step::Cpu(CpuStep {
+                node: op.name.clone(),
+                op: op.kind.name().into(),
+                reason: assignment[i].cpu_reason.clone().unwrap_or_default(),
+                kernel,
+            }));
+            i += 1;
+            continue;
+        }
+        let first = i;
+        while i < graph.ops.len() && assignment[i].cpu_reason.is_none() {
+            i += 1;
+        }
+        let range = if first < graph.ops.len() {
+            ranges[first].start..ranges[i - 1].end
+        } else {
+            0..0
+        };
+        // A segment of views only (reshapes) has nothing to run; a graph without CPU operators
+        // always gets its one stream.
+        if range.is_empty() && any_cpu {
+            continue;
+        }
+        let segment = Program {
+            buffers: program.buffers.clone(),
+            ops: program.ops[range.clone()].to_vec(),
+            tensor_places: Vec::new(),
+        };
+        let segment_placement = Placement {
+            buffers: placement.buffers.clone(),
+            weights: placement.weights[range.clone()].to_vec(),
+        };
+        let words = emit::emit(&segment, &segment_placement, accel)?;
+        let command_stream = cop1_writer(accel)
+            .to_vec(&words)
+            .map_err(|e| Error::Other(format!("COP1 payload: {e}")))?;
+        steps.push(Step::Npu {
+            command_stream,
+            ops: range,
+        });
+    }
+    let command_stream = match steps.as_slice() {
+        [Step::Npu { command_stream, .. }] => command_stream.clone(),
+        _ => Vec::new(),
+    };
 
     let io = |k: Io, t: usize| -> IoTensor {
         let tensor = &graph.tensors[t];
@@ -109,7 +271,51 @@ pub fn compile_with(
         compile_time: start.elapsed(),
         buffer_addrs: placement.buffers.clone(),
         program,
+        steps,
+        assignment,
     })
+}
+
+/// The operand of tensor `t` for a CPU kernel: its dense NHWC place in the arena, or (for a
+/// constant) its bytes in the read-only region.
+fn cpu_operand(
+    graph: &Graph,
+    op: &crate::ir::Op,
+    t: usize,
+    program: &Program,
+    addrs: &[(u8, u64)],
+    ro: &mut ReadOnly,
+) -> Result<npu_rt::cpu::Buf> {
+    let tensor = &graph.tensors[t];
+    let bad = |detail: &str| Error::InvalidNode {
+        node: op.name.clone(),
+        op: op.kind.name().into(),
+        detail: format!("internal: tensor '{}' {detail}", tensor.name),
+    };
+    let offset = |v: u64| u32::try_from(v).map_err(|_| bad("lies beyond 4 GiB"));
+    if let Some(bytes) = &tensor.data {
+        return Ok(npu_rt::cpu::Buf::weights(offset(ro.add(bytes) as u64)?));
+    }
+    let place = program
+        .tensor_places
+        .get(t)
+        .copied()
+        .flatten()
+        .ok_or_else(|| bad("has no arena place"))?;
+    let e = tensor.dtype.size();
+    let s = &tensor.shape;
+    let c = s.last().copied().unwrap_or(1);
+    let w = if s.len() >= 2 { s[s.len() - 2] } else { 1 };
+    if place.layout != Layout::Nhwc || place.strides != [w * c * e, c * e, e] {
+        return Err(bad("is not dense NHWC"));
+    }
+    let &(region, addr) = addrs
+        .get(place.buffer)
+        .ok_or_else(|| bad("has no buffer"))?;
+    if region != REGION_ARENA {
+        return Err(bad("is not in the arena"));
+    }
+    Ok(npu_rt::cpu::Buf::arena(offset(addr + place.offset as u64)?))
 }
 
 /// The COP1 writer for `accel`: the CONFIG and ID words the driver checks against the hardware,
@@ -248,25 +454,24 @@ fn op_buffers(op: &NpuOp) -> impl Iterator<Item = (usize, bool)> + '_ {
 }
 
 /// Gives every buffer a `(region, address)`: constants into the read-only region, feature maps
-/// into the arena by liveness. Returns the placements and the arena size.
+/// into the arena by liveness over `timeline` (the buffers each step uses, in execution order).
+/// Returns the placements and the arena size.
 fn place_buffers(
     program: &Program,
+    timeline: &[Vec<usize>],
     ro: &mut ReadOnly,
     keep_all: bool,
 ) -> Result<(Vec<(u8, u64)>, usize)> {
-    let n_ops = program.ops.len();
+    let n_ops = timeline.len();
     let mut first = vec![usize::MAX; program.buffers.len()];
     let mut last = vec![0usize; program.buffers.len()];
-    for (i, op) in program.ops.iter().enumerate() {
-        for (b, _) in op_buffers(op) {
+    for (i, uses) in timeline.iter().enumerate() {
+        for &b in uses {
             if b >= program.buffers.len() {
-                return Err(op_error(
-                    op,
-                    format!(
-                        "internal: refers to buffer {b} of {}",
-                        program.buffers.len()
-                    ),
-                ));
+                return Err(Error::Other(format!(
+                    "internal: step {i} refers to buffer {b} of {}",
+                    program.buffers.len()
+                )));
             }
             first[b] = first[b].min(i);
             last[b] = last[b].max(i);

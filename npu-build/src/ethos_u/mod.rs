@@ -14,8 +14,9 @@ pub mod compile;
 pub mod emit;
 pub mod lower;
 pub mod npu_op;
+pub mod partition;
 pub mod perf;
 pub mod weights;
 
-pub use artifact::{Compiled, IoTensor};
+pub use artifact::{Compiled, IoTensor, Step};
 pub use compile::{CompileOptions, compile, compile_with};

@@ -1,1 +1,358 @@
-//! int8 kernels for operators that run on the CPU.
+//! Kernels for operators that run on the CPU, `no_std` and without allocation.
+//!
+//! A compiled model is an ordered list of steps over one arena: NPU command streams and CPU
+//! operations. A CPU operation is an [`Op`] with every parameter decided at compile time (byte
+//! offsets, shapes, integer rescale factors); it travels as a few `u32` words ([`Op::encode`],
+//! [`Op::decode`]) that the generated `run` passes to [`run`]. The arithmetic is that of
+//! TFLite's reference kernels, bit for bit, like `npu-build`'s reference interpreter.
+//!
+//! ```
+//! use npu_rt::cpu::{Buf, Elem, Op};
+//! // Dequantize 4 int8 values at arena offset 0 to f32 at offset 16.
+//! let op = Op::Dequantize {
+//!     x: Buf::arena(0),
+//!     y: Buf::arena(16),
+//!     len: 4,
+//!     from: Elem::I8,
+//!     scale: 0.5,
+//!     zero_point: 1,
+//! };
+//! let (words, n) = op.encode();
+//! let mut arena = [0u8; 32];
+//! arena[..4].copy_from_slice(&[1, 3, 255, 5]);
+//! npu_rt::cpu::run(0, &words[..n], &[], &mut arena).unwrap();
+//! assert_eq!(f32::from_le_bytes(arena[16..20].try_into().unwrap()), 0.0);
+//! assert_eq!(f32::from_le_bytes(arena[20..24].try_into().unwrap()), 1.0);
+//! assert_eq!(f32::from_le_bytes(arena[24..28].try_into().unwrap()), -1.0);
+//! ```
+
+pub mod elem;
+pub mod fixed;
+mod kernels;
+mod words;
+
+pub use elem::Elem;
+
+use crate::error::Error;
+use words::{Reader, Writer};
+
+/// Region of a [`Buf`]: the read-only data (weights, constants) of the model.
+pub const REGION_WEIGHTS: u8 = 0;
+/// Region of a [`Buf`]: the arena.
+pub const REGION_ARENA: u8 = 1;
+
+/// Highest tensor rank the movement kernels take.
+pub const MAX_RANK: usize = 6;
+
+/// Most words one encoded [`Op`] takes.
+pub const MAX_WORDS: usize = 40;
+
+/// Where an operand lives: a region ([`REGION_WEIGHTS`] or [`REGION_ARENA`]) and a byte offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buf {
+    pub region: u8,
+    pub offset: u32,
+}
+
+impl Buf {
+    /// An operand in the arena.
+    pub const fn arena(offset: u32) -> Buf {
+        Buf {
+            region: REGION_ARENA,
+            offset,
+        }
+    }
+
+    /// An operand in the read-only region.
+    pub const fn weights(offset: u32) -> Buf {
+        Buf {
+            region: REGION_WEIGHTS,
+            offset,
+        }
+    }
+}
+
+/// One CPU operation with all its parameters. Element counts and offsets are in elements and
+/// bytes respectively; integer rescale factors are TFLite's (Q31 multiplier, shift).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// Copies `bytes` bytes (a reshape that could not be a view).
+    Copy { x: Buf, y: Buf, bytes: u32 },
+    /// f32 -> integer: `round_ties_even(x / scale) + zero_point`, saturated (ONNX
+    /// `QuantizeLinear`; NaN becomes the zero point).
+    Quantize {
+        x: Buf,
+        y: Buf,
+        len: u32,
+        to: Elem,
+        scale: f32,
+        zero_point: i32,
+    },
+    /// Integer -> integer: `MultiplyByQuantizedMultiplier(x - in_zp) + out_zp` clamped to
+    /// `lo..=hi` and to the output type (TFLite's `Requantize`, and stand-alone activations).
+    Requantize {
+        x: Buf,
+        y: Buf,
+        len: u32,
+        from: Elem,
+        to: Elem,
+        in_zp: i32,
+        out_zp: i32,
+        multiplier: i32,
+        shift: i32,
+        lo: i32,
+        hi: i32,
+    },
+    /// Integer -> f32: `(x - zero_point) * scale` in double precision, rounded once to single.
+    Dequantize {
+        x: Buf,
+        y: Buf,
+        len: u32,
+        from: Elem,
+        scale: f64,
+        zero_point: i32,
+    },
+    /// `y.shape[i] = x.shape[perm[i]]`, any element size; `shape` is the input's, the first
+    /// `rank` entries used.
+    Transpose {
+        x: Buf,
+        y: Buf,
+        elem_bytes: u32,
+        rank: u32,
+        shape: [u32; MAX_RANK],
+        perm: [u32; MAX_RANK],
+    },
+    /// 8-bit softmax over rows of `depth` elements (TFLite's reference kernel): `multiplier`,
+    /// `shift` scale input differences to Q5.26, differences below `diff_min` contribute 0.
+    /// The output has scale 1/256 and the output type's minimum as zero point.
+    Softmax {
+        x: Buf,
+        y: Buf,
+        rows: u32,
+        depth: u32,
+        from: Elem,
+        to: Elem,
+        multiplier: i32,
+        shift: i32,
+        diff_min: i32,
+    },
+}
+
+const OP_COPY: u32 = 1;
+const OP_QUANTIZE: u32 = 2;
+const OP_REQUANTIZE: u32 = 3;
+const OP_DEQUANTIZE: u32 = 4;
+const OP_TRANSPOSE: u32 = 5;
+const OP_SOFTMAX: u32 = 6;
+
+impl Op {
+    /// Short operator name (`Softmax`, `Quantize`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Copy { .. } => "Copy",
+            Op::Quantize { .. } => "Quantize",
+            Op::Requantize { .. } => "Requantize",
+            Op::Dequantize { .. } => "Dequantize",
+            Op::Transpose { .. } => "Transpose",
+            Op::Softmax { .. } => "Softmax",
+        }
+    }
+
+    /// The words of this operation and how many of them are used.
+    pub fn encode(&self) -> ([u32; MAX_WORDS], usize) {
+        let mut w = Writer::new();
+        match *self {
+            Op::Copy { x, y, bytes } => {
+                w.put(OP_COPY).buf(x).buf(y).put(bytes);
+            }
+            Op::Quantize {
+                x,
+                y,
+                len,
+                to,
+                scale,
+                zero_point,
+            } => {
+                w.put(OP_QUANTIZE)
+                    .buf(x)
+                    .buf(y)
+                    .put(len)
+                    .elem(to)
+                    .put(scale.to_bits())
+                    .int(zero_point);
+            }
+            Op::Requantize {
+                x,
+                y,
+                len,
+                from,
+                to,
+                in_zp,
+                out_zp,
+                multiplier,
+                shift,
+                lo,
+                hi,
+            } => {
+                w.put(OP_REQUANTIZE)
+                    .buf(x)
+                    .buf(y)
+                    .put(len)
+                    .elem(from)
+                    .elem(to)
+                    .int(in_zp)
+                    .int(out_zp)
+                    .int(multiplier)
+                    .int(shift)
+                    .int(lo)
+                    .int(hi);
+            }
+            Op::Dequantize {
+                x,
+                y,
+                len,
+                from,
+                scale,
+                zero_point,
+            } => {
+                let bits = scale.to_bits();
+                w.put(OP_DEQUANTIZE)
+                    .buf(x)
+                    .buf(y)
+                    .put(len)
+                    .elem(from)
+                    .put(bits as u32)
+                    .put((bits >> 32) as u32)
+                    .int(zero_point);
+            }
+            Op::Transpose {
+                x,
+                y,
+                elem_bytes,
+                rank,
+                shape,
+                perm,
+            } => {
+                w.put(OP_TRANSPOSE).buf(x).buf(y).put(elem_bytes).put(rank);
+                for d in shape.iter().chain(&perm) {
+                    w.put(*d);
+                }
+            }
+            Op::Softmax {
+                x,
+                y,
+                rows,
+                depth,
+                from,
+                to,
+                multiplier,
+                shift,
+                diff_min,
+            } => {
+                w.put(OP_SOFTMAX)
+                    .buf(x)
+                    .buf(y)
+                    .put(rows)
+                    .put(depth)
+                    .elem(from)
+                    .elem(to)
+                    .int(multiplier)
+                    .int(shift)
+                    .int(diff_min);
+            }
+        }
+        w.finish()
+    }
+
+    /// Decodes the words [`Op::encode`] wrote; `None` for anything malformed (unknown operation,
+    /// too few or too many words, bad element type or rank).
+    pub fn decode(words: &[u32]) -> Option<Op> {
+        let mut r = Reader::new(words);
+        let op = match r.get()? {
+            OP_COPY => Op::Copy {
+                x: r.buf()?,
+                y: r.buf()?,
+                bytes: r.get()?,
+            },
+            OP_QUANTIZE => Op::Quantize {
+                x: r.buf()?,
+                y: r.buf()?,
+                len: r.get()?,
+                to: r.elem()?,
+                scale: f32::from_bits(r.get()?),
+                zero_point: r.int()?,
+            },
+            OP_REQUANTIZE => Op::Requantize {
+                x: r.buf()?,
+                y: r.buf()?,
+                len: r.get()?,
+                from: r.elem()?,
+                to: r.elem()?,
+                in_zp: r.int()?,
+                out_zp: r.int()?,
+                multiplier: r.int()?,
+                shift: r.int()?,
+                lo: r.int()?,
+                hi: r.int()?,
+            },
+            OP_DEQUANTIZE => Op::Dequantize {
+                x: r.buf()?,
+                y: r.buf()?,
+                len: r.get()?,
+                from: r.elem()?,
+                scale: {
+                    let lo = u64::from(r.get()?);
+                    let hi = u64::from(r.get()?);
+                    f64::from_bits(lo | (hi << 32))
+                },
+                zero_point: r.int()?,
+            },
+            OP_TRANSPOSE => {
+                let x = r.buf()?;
+                let y = r.buf()?;
+                let elem_bytes = r.get()?;
+                let rank = r.get()?;
+                let mut shape = [0; MAX_RANK];
+                let mut perm = [0; MAX_RANK];
+                for d in shape.iter_mut().chain(perm.iter_mut()) {
+                    *d = r.get()?;
+                }
+                Op::Transpose {
+                    x,
+                    y,
+                    elem_bytes,
+                    rank,
+                    shape,
+                    perm,
+                }
+            }
+            OP_SOFTMAX => Op::Softmax {
+                x: r.buf()?,
+                y: r.buf()?,
+                rows: r.get()?,
+                depth: r.get()?,
+                from: r.elem()?,
+                to: r.elem()?,
+                multiplier: r.int()?,
+                shift: r.int()?,
+                diff_min: r.int()?,
+            },
+            _ => return None,
+        };
+        r.at_end().then_some(op)
+    }
+
+    /// Runs the operation on `weights` (region 0) and `arena` (region 1). `None` when an
+    /// operand lies outside its region, the output overlaps an input, or a parameter is out of
+    /// range (the compiler never produces such an operation).
+    pub fn execute(&self, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+        kernels::execute(self, weights, arena)
+    }
+}
+
+/// Decodes and runs CPU step `step` of a model ([`Error::Kernel`] naming the step when the
+/// words are malformed or an operand does not fit the buffers).
+pub fn run(step: usize, words: &[u32], weights: &[u8], arena: &mut [u8]) -> Result<(), Error> {
+    let op = Op::decode(words).ok_or(Error::Kernel { step })?;
+    op.execute(weights, arena).ok_or(Error::Kernel { step })
+}

@@ -246,6 +246,47 @@ pub fn lower(graph: &Graph, accel: &AcceleratorConfig) -> Result<Program> {
     Ok(cx.program)
 }
 
+/// A lowered program and the range of NPU operations of each IR operator.
+pub type PartialProgram = (Program, Vec<std::ops::Range<usize>>);
+
+/// Lowers the operators of `graph` with `on_npu[i]` set, for a graph split between the NPU and
+/// the CPU. The activations the CPU operators read or write are placed first, dense NHWC (like
+/// graph inputs and outputs), so both sides find them at one place. Returns the program and, per
+/// IR operator, the range of its NPU operations (empty for CPU operators); on failure, the index
+/// of the operator that failed and its error.
+pub fn lower_partition(
+    graph: &Graph,
+    accel: &AcceleratorConfig,
+    on_npu: &[bool],
+) -> std::result::Result<PartialProgram, (usize, Error)> {
+    let mut cx = Lowering::new(graph, accel);
+    for &t in graph.inputs.iter().chain(&graph.outputs) {
+        cx.place(t);
+    }
+    for (op, _) in graph
+        .ops
+        .iter()
+        .zip(on_npu.iter().chain(std::iter::repeat(&true)))
+        .filter(|(_, npu)| !**npu)
+    {
+        for &t in op.inputs.iter().chain(&op.outputs) {
+            if graph.tensors.get(t).is_some_and(|x| !x.is_const()) {
+                cx.place(t);
+            }
+        }
+    }
+    let mut ranges = Vec::with_capacity(graph.ops.len());
+    for (i, op) in graph.ops.iter().enumerate() {
+        let start = cx.program.ops.len();
+        if on_npu.get(i).copied().unwrap_or(true) {
+            lower_op(&mut cx, op).map_err(|e| (i, e))?;
+        }
+        ranges.push(start..cx.program.ops.len());
+    }
+    cx.program.tensor_places = cx.places;
+    Ok((cx.program, ranges))
+}
+
 fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     match &op.kind {
         OpKind::Conv2d(_) | OpKind::DepthwiseConv2d { .. } | OpKind::FullyConnected { .. } => {

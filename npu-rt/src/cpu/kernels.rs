@@ -1,0 +1,328 @@
+//! The kernels behind [`Op::execute`]: operand resolution, then the arithmetic.
+
+use super::elem::{Int, load_f32, store_f32, with_int};
+use super::fixed::{
+    exp_on_negative_values, multiply_by_quantized_multiplier, reciprocal, round_ties_even,
+    rounding_divide_by_pot, srdhm,
+};
+use super::{Buf, Elem, MAX_RANK, Op, REGION_ARENA, REGION_WEIGHTS};
+
+/// The input slices and the output slice of an operation. The output must be in the arena and
+/// must not overlap an arena input (the compiler gives simultaneously live tensors disjoint
+/// bytes).
+fn operands<'a, const N: usize>(
+    weights: &'a [u8],
+    arena: &'a mut [u8],
+    ins: [(Buf, usize); N],
+    out: (Buf, usize),
+) -> Option<([&'a [u8]; N], &'a mut [u8])> {
+    let (yb, ylen) = out;
+    if yb.region != REGION_ARENA {
+        return None;
+    }
+    let s = yb.offset as usize;
+    let e = s.checked_add(ylen)?;
+    if e > arena.len() {
+        return None;
+    }
+    let (left, rest) = arena.split_at_mut(s);
+    let (mid, right) = rest.split_at_mut(ylen);
+    let (left, right): (&'a [u8], &'a [u8]) = (left, right);
+    let mut res: [&'a [u8]; N] = [&[]; N];
+    for (slot, (b, len)) in res.iter_mut().zip(ins) {
+        let o = b.offset as usize;
+        let end = o.checked_add(len)?;
+        *slot = match b.region {
+            REGION_WEIGHTS => weights.get(o..end)?,
+            REGION_ARENA if len == 0 => &[],
+            REGION_ARENA if end <= s => left.get(o..end)?,
+            REGION_ARENA if o >= e => right.get(o - e..end - e)?,
+            _ => return None,
+        };
+    }
+    Some((res, mid))
+}
+
+fn bytes(len: u32, e: Elem) -> Option<usize> {
+    (len as usize).checked_mul(e.size())
+}
+
+pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    match *op {
+        Op::Copy { x, y, bytes } => {
+            let n = bytes as usize;
+            let ([x], y) = operands(weights, arena, [(x, n)], (y, n))?;
+            y.copy_from_slice(x);
+            Some(())
+        }
+        Op::Quantize {
+            x,
+            y,
+            len,
+            to,
+            scale,
+            zero_point,
+        } => {
+            let ([x], y) = operands(
+                weights,
+                arena,
+                [(x, bytes(len, Elem::F32)?)],
+                (y, bytes(len, to)?),
+            )?;
+            with_int!(to, O => {
+                quantize::<O>(x, y, len as usize, scale, zero_point);
+                Some(())
+            }, else None)
+        }
+        Op::Requantize {
+            x,
+            y,
+            len,
+            from,
+            to,
+            in_zp,
+            out_zp,
+            multiplier,
+            shift,
+            lo,
+            hi,
+        } => {
+            let ([x], y) = operands(
+                weights,
+                arena,
+                [(x, bytes(len, from)?)],
+                (y, bytes(len, to)?),
+            )?;
+            let r = Requant {
+                in_zp,
+                out_zp,
+                multiplier,
+                shift,
+                lo,
+                hi,
+            };
+            with_int!(from, I => with_int!(to, O => {
+                requantize::<I, O>(x, y, len as usize, r);
+                Some(())
+            }, else None), else None)
+        }
+        Op::Dequantize {
+            x,
+            y,
+            len,
+            from,
+            scale,
+            zero_point,
+        } => {
+            let ([x], y) = operands(
+                weights,
+                arena,
+                [(x, bytes(len, from)?)],
+                (y, bytes(len, Elem::F32)?),
+            )?;
+            with_int!(from, I => {
+                for i in 0..len as usize {
+                    let v = I::load(x, i).wrapping_sub(zero_point);
+                    store_f32(y, i, (scale * f64::from(v)) as f32);
+                }
+                Some(())
+            }, else None)
+        }
+        Op::Transpose {
+            x,
+            y,
+            elem_bytes,
+            rank,
+            shape,
+            perm,
+        } => transpose(weights, arena, x, y, elem_bytes, rank, shape, perm),
+        Op::Softmax {
+            x,
+            y,
+            rows,
+            depth,
+            from,
+            to,
+            multiplier,
+            shift,
+            diff_min,
+        } => {
+            let len = rows.checked_mul(depth)?;
+            let ([x], y) = operands(
+                weights,
+                arena,
+                [(x, bytes(len, from)?)],
+                (y, bytes(len, to)?),
+            )?;
+            let p = SoftmaxParams {
+                depth: depth as usize,
+                multiplier,
+                shift,
+                diff_min,
+            };
+            with_int!(from, I => with_int!(to, O => {
+                softmax::<I, O>(x, y, rows as usize, p)
+            }, else None), else None)
+        }
+    }
+}
+
+/// f32 -> integer as ONNX `QuantizeLinear` (the reference interpreter's rule).
+pub fn quantize<O: Int>(x: &[u8], y: &mut [u8], len: usize, scale: f32, zero_point: i32) {
+    for i in 0..len {
+        let q = round_ties_even(load_f32(x, i) / scale);
+        let q = if q.is_nan() { 0.0 } else { q };
+        let q = (q + f64::from(zero_point)).clamp(f64::from(O::MIN), f64::from(O::MAX));
+        O::store(y, i, q as i32);
+    }
+}
+
+/// Integer requantization parameters.
+#[derive(Clone, Copy)]
+pub struct Requant {
+    pub in_zp: i32,
+    pub out_zp: i32,
+    pub multiplier: i32,
+    pub shift: i32,
+    pub lo: i32,
+    pub hi: i32,
+}
+
+/// TFLite's `Requantize` followed by a clamp to `lo..=hi` and the output type.
+pub fn requantize<I: Int, O: Int>(x: &[u8], y: &mut [u8], len: usize, r: Requant) {
+    let hi = r.hi.max(r.lo);
+    for i in 0..len {
+        let v = I::load(x, i).wrapping_sub(r.in_zp);
+        let q = multiply_by_quantized_multiplier(v, r.multiplier, r.shift).wrapping_add(r.out_zp);
+        O::store(y, i, q.clamp(r.lo, hi).clamp(O::MIN, O::MAX));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn transpose(
+    weights: &[u8],
+    arena: &mut [u8],
+    x: Buf,
+    y: Buf,
+    elem_bytes: u32,
+    rank: u32,
+    shape: [u32; MAX_RANK],
+    perm: [u32; MAX_RANK],
+) -> Option<()> {
+    let rank = rank as usize;
+    if rank == 0 || rank > MAX_RANK || elem_bytes == 0 {
+        return None;
+    }
+    let e = elem_bytes as usize;
+    let shape = &shape[..rank];
+    let perm = &perm[..rank];
+    // Each axis exactly once.
+    let mut seen = [false; MAX_RANK];
+    for &p in perm {
+        let p = p as usize;
+        if p >= rank || seen[p] {
+            return None;
+        }
+        seen[p] = true;
+    }
+    let mut count = 1usize;
+    for &d in shape {
+        count = count.checked_mul(d as usize)?;
+    }
+    let total = count.checked_mul(e)?;
+    let ([x], y) = operands(weights, arena, [(x, total)], (y, total))?;
+    if count == 0 {
+        return Some(());
+    }
+    // Input strides in elements, then the input stride of each output axis.
+    let mut in_strides = [0usize; MAX_RANK];
+    let mut s = 1usize;
+    for d in (0..rank).rev() {
+        in_strides[d] = s;
+        s *= shape[d] as usize;
+    }
+    let mut out_dims = [0usize; MAX_RANK];
+    let mut step = [0usize; MAX_RANK];
+    for i in 0..rank {
+        out_dims[i] = shape[perm[i] as usize] as usize;
+        step[i] = in_strides[perm[i] as usize];
+    }
+    let mut idx = [0usize; MAX_RANK];
+    let mut src = 0usize;
+    for k in 0..count {
+        y[k * e..(k + 1) * e].copy_from_slice(&x[src * e..(src + 1) * e]);
+        // Odometer over the output axes, keeping the input offset in step.
+        let mut d = rank;
+        while d > 0 {
+            d -= 1;
+            idx[d] += 1;
+            src += step[d];
+            if idx[d] < out_dims[d] {
+                break;
+            }
+            src -= step[d] * out_dims[d];
+            idx[d] = 0;
+        }
+    }
+    Some(())
+}
+
+/// Parameters of the 8-bit softmax.
+#[derive(Clone, Copy)]
+pub struct SoftmaxParams {
+    pub depth: usize,
+    pub multiplier: i32,
+    pub shift: i32,
+    pub diff_min: i32,
+}
+
+/// TFLite's reference 8-bit softmax (`reference_ops::Softmax`): differences from the row maximum
+/// scaled to Q5.26, gemmlowp's `exp_on_negative_values`, a Q12.19 sum and its reciprocal.
+/// `None` when a row's reciprocal exponent is out of range (a sum TFLite's shift leaves
+/// undefined) or the shift is negative.
+pub fn softmax<I: Int, O: Int>(
+    x: &[u8],
+    y: &mut [u8],
+    rows: usize,
+    p: SoftmaxParams,
+) -> Option<()> {
+    let d = p.depth;
+    if d == 0 || !(0..=31).contains(&p.shift) {
+        return (d == 0).then_some(());
+    }
+    let out_bits = if O::MAX > 255 { 16 } else { 8 };
+    // MultiplyByQuantizedMultiplierGreaterThanOne.
+    let scaled = |v: i32| srdhm(v.wrapping_mul(1 << p.shift), p.multiplier);
+    for r in 0..rows {
+        let base = r * d;
+        let mut max = i32::MIN;
+        for i in 0..d {
+            max = max.max(I::load(x, base + i));
+        }
+        let mut sum: i32 = 0; // Q12.19
+        for i in 0..d {
+            let diff = I::load(x, base + i) - max;
+            if diff >= p.diff_min {
+                let e = exp_on_negative_values(scaled(diff));
+                sum = sum.wrapping_add(rounding_divide_by_pot(e, 12));
+            }
+        }
+        let (shifted_scale, bits_over_unit) = reciprocal(sum, 12);
+        let exponent = bits_over_unit + 31 - out_bits;
+        if !(0..=31).contains(&exponent) {
+            return None;
+        }
+        for i in 0..d {
+            let diff = I::load(x, base + i) - max;
+            let v = if diff >= p.diff_min {
+                let e = exp_on_negative_values(scaled(diff));
+                let unsat = rounding_divide_by_pot(srdhm(shifted_scale, e), exponent);
+                unsat.wrapping_add(O::MIN).clamp(O::MIN, O::MAX)
+            } else {
+                O::MIN
+            };
+            O::store(y, base + i, v);
+        }
+    }
+    Some(())
+}
