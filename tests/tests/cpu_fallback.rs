@@ -238,3 +238,70 @@ fn softmax_wide_via_include_model() {
         );
     }
 }
+
+/// A hand-made int8 chain (stand-alone ReLU6 with a rescale, int8 -> uint8 requantization, a
+/// reshape into the graph output): each operator forced to the CPU in turn (and all at once)
+/// gives every byte of the reference interpreter's result.
+#[test]
+fn cpu_requantize_activation_and_copy_equal_the_reference() {
+    use npu_build::ir::{Activation, DType, Graph, Op, OpKind, Quantization, Tensor};
+    let t = |name: &str, shape: &[usize], dtype: DType, q: (f32, i32)| Tensor {
+        name: name.into(),
+        shape: shape.to_vec(),
+        dtype,
+        quant: Some(Quantization::per_tensor(q.0, q.1)),
+        data: None,
+    };
+    let mut g = Graph {
+        name: "chain".into(),
+        ..Default::default()
+    };
+    let x = g.add_tensor(t("x", &[1, 4, 4, 8], DType::I8, (0.05, -3)));
+    let a = g.add_tensor(t("a", &[1, 4, 4, 8], DType::I8, (0.03, -100)));
+    let q = g.add_tensor(t("q", &[1, 4, 4, 8], DType::U8, (0.02, 7)));
+    let y = g.add_tensor(t("y", &[1, 128], DType::U8, (0.02, 7)));
+    let op = |name: &str, kind: OpKind, i, o| Op {
+        name: name.into(),
+        kind,
+        inputs: vec![i],
+        outputs: vec![o],
+    };
+    g.ops = vec![
+        op("relu6", OpKind::Activation(Activation::Relu6), x, a),
+        op("requant", OpKind::Quantize, a, q),
+        op("flatten", OpKind::Reshape, q, y),
+    ];
+    g.inputs = vec![x];
+    g.outputs = vec![y];
+    let mut seed = 7u32;
+    let inputs: Vec<Value> = (0..3)
+        .map(|_| {
+            let data: Vec<i8> = (0..128)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (seed >> 24) as i8
+                })
+                .collect();
+            Value::new(vec![1, 4, 4, 8], Data::I8(data)).expect("value")
+        })
+        .collect();
+    for force in [
+        vec![],
+        vec!["relu6"],
+        vec!["requant"],
+        vec!["flatten"],
+        vec!["relu6", "requant", "flatten"],
+    ] {
+        let options = CompileOptions {
+            force_cpu: force.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let c = compile_with(&g, &ETHOS_U55_128, &options).expect("compile");
+        assert_eq!(c.cpu_ops(), force.len(), "{force:?}");
+        for (k, input) in inputs.iter().enumerate() {
+            let want = npu_build::reference::run(&g, std::slice::from_ref(input)).expect("ref");
+            let (got, _) = c.run_sim(std::slice::from_ref(input)).expect("run");
+            assert_eq!(differences(&got[0], &want[0]), "", "{force:?} input {k}");
+        }
+    }
+}

@@ -122,7 +122,22 @@ pub fn split_json(c: &Compiled) -> serde_json::Value {
 /// The report of a compiled model as JSON (memory use by memory kind, op counts, timings,
 /// estimated cycles and time of `crate::ethos_u::perf`).
 pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
-    let estimate = crate::ethos_u::perf::estimate_compiled(c, target).ok();
+    // A mixed model: the sum over its NPU command streams (CPU steps are not estimated).
+    let estimates: Option<Vec<_>> = c
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Npu { command_stream, .. } => Some(command_stream),
+            Step::Cpu(_) => None,
+        })
+        .map(|cs| crate::ethos_u::perf::estimate_stream(cs, target).ok())
+        .collect();
+    let cycles = estimates
+        .as_ref()
+        .map(|es| es.iter().map(|e| e.total_cycles).sum::<u64>());
+    let time_ms = estimates
+        .as_ref()
+        .map(|es| es.iter().map(|e| e.time_ms()).sum::<f64>());
     let flash = c.flash_bytes();
     let (sram, dram, flash_bytes) = target.memory_use(c.arena_size, flash);
     json!({
@@ -149,8 +164,8 @@ pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
         "split": split_json(c),
         "ir_ops": c.ir_ops,
         "compile_ms": c.compile_time.as_secs_f64() * 1e3,
-        "cycles_estimate": estimate.as_ref().map(|e| e.total_cycles),
-        "time_ms": estimate.as_ref().map(|e| e.time_ms()),
+        "cycles_estimate": cycles,
+        "time_ms": time_ms,
     })
 }
 

@@ -356,3 +356,156 @@ pub fn run(step: usize, words: &[u32], weights: &[u8], arena: &mut [u8]) -> Resu
     let op = Op::decode(words).ok_or(Error::Kernel { step })?;
     op.execute(weights, arena).ok_or(Error::Kernel { step })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_ops() -> [Op; 6] {
+        let (x, y) = (Buf::weights(16), Buf::arena(32));
+        [
+            Op::Copy { x, y, bytes: 7 },
+            Op::Quantize {
+                x,
+                y,
+                len: 3,
+                to: Elem::U8,
+                scale: 0.25,
+                zero_point: -3,
+            },
+            Op::Requantize {
+                x,
+                y,
+                len: 9,
+                from: Elem::I16,
+                to: Elem::I8,
+                in_zp: -1,
+                out_zp: 2,
+                multiplier: 1 << 30,
+                shift: -3,
+                lo: -100,
+                hi: 100,
+            },
+            Op::Dequantize {
+                x,
+                y,
+                len: 2,
+                from: Elem::I8,
+                scale: 0.1,
+                zero_point: 5,
+            },
+            Op::Transpose {
+                x,
+                y,
+                elem_bytes: 4,
+                rank: 4,
+                shape: [1, 3, 4, 5, 1, 1],
+                perm: [0, 2, 3, 1, 4, 5],
+            },
+            Op::Softmax {
+                x,
+                y,
+                rows: 2,
+                depth: 10,
+                from: Elem::I8,
+                to: Elem::U8,
+                multiplier: 1 << 30,
+                shift: 3,
+                diff_min: -1000,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_op_round_trips_through_its_words() {
+        for op in all_ops() {
+            let (w, n) = op.encode();
+            assert!(n < MAX_WORDS, "{}: {n} words", op.name());
+            assert_eq!(Op::decode(&w[..n]), Some(op));
+            // Truncated or padded words are refused.
+            assert_eq!(Op::decode(&w[..n - 1]), None, "{}", op.name());
+            let mut longer = w[..n].to_vec();
+            longer.push(0);
+            assert_eq!(Op::decode(&longer), None, "{}", op.name());
+        }
+        assert_eq!(Op::decode(&[]), None);
+        assert_eq!(Op::decode(&[99]), None);
+    }
+
+    #[test]
+    fn malformed_operations_are_errors_not_panics() {
+        let mut arena = [0u8; 64];
+        let weights = [0u8; 32];
+        // Every op with its output beyond the arena, overlapping its input, or in region 0.
+        for op in all_ops() {
+            let (mut w, n) = op.encode();
+            let run = |w: &[u32], arena: &mut [u8]| run(3, w, &weights, arena);
+            w[4] = 62; // output offset near the end of the arena
+            assert_eq!(run(&w[..n], &mut arena), Err(Error::Kernel { step: 3 }));
+            w[3] = 0; // output in the read-only region
+            assert_eq!(run(&w[..n], &mut arena), Err(Error::Kernel { step: 3 }));
+        }
+        // Random words never panic.
+        let mut seed = 0x1234_5678u32;
+        for _ in 0..20_000 {
+            let mut w = [0u32; 24];
+            let n = (seed % 24) as usize;
+            for v in w.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                *v = if seed & 3 == 0 { seed } else { seed % 8 };
+            }
+            w[0] = seed % 8;
+            let _ = run(0, &w[..n], &weights, &mut arena);
+        }
+    }
+
+    #[test]
+    fn transpose_moves_elements() {
+        // [2, 3] -> [3, 2] of u8.
+        let op = Op::Transpose {
+            x: Buf::arena(0),
+            y: Buf::arena(8),
+            elem_bytes: 1,
+            rank: 2,
+            shape: [2, 3, 1, 1, 1, 1],
+            perm: [1, 0, 0, 0, 0, 0],
+        };
+        let mut arena = [0u8; 16];
+        arena[..6].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
+        op.execute(&[], &mut arena).expect("runs");
+        assert_eq!(arena[8..14], [1, 4, 2, 5, 3, 6]);
+        // A repeated axis is not a permutation.
+        let bad = Op::Transpose {
+            x: Buf::arena(0),
+            y: Buf::arena(8),
+            elem_bytes: 1,
+            rank: 2,
+            shape: [2, 3, 1, 1, 1, 1],
+            perm: [0, 0, 0, 0, 0, 0],
+        };
+        assert_eq!(bad.execute(&[], &mut arena), None);
+    }
+
+    #[test]
+    fn requantize_clamps_to_the_activation_range() {
+        let op = Op::Requantize {
+            x: Buf::arena(0),
+            y: Buf::arena(4),
+            len: 4,
+            from: Elem::I8,
+            to: Elem::I8,
+            in_zp: 0,
+            out_zp: 0,
+            multiplier: 1 << 30, // 0.5
+            shift: 1,            // x 2 = 1.0
+            lo: -10,
+            hi: 20,
+        };
+        let mut arena = [0u8; 8];
+        arena[..4].copy_from_slice(&[5, (-50i8) as u8, 100, 0]);
+        op.execute(&[], &mut arena).expect("runs");
+        assert_eq!(arena[4..8], [5, (-10i8) as u8, 20, 0]);
+    }
+}
