@@ -1,0 +1,3 @@
+npu_macros::include_model!();
+
+fn main() {}

@@ -1,0 +1,7 @@
+npu_macros::include_model!(
+    "models/conv1x1.tflite",
+    target = "ethos-u55-128",
+    memory_mode = "Flash_Only"
+);
+
+fn main() {}
