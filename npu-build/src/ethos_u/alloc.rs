@@ -32,11 +32,11 @@ pub struct Plan {
 /// use npu_build::ethos_u::alloc::{plan, Buffer};
 /// // a -> b -> c: a and c never live together, so they can share bytes.
 /// let p = plan(&[
-///     Buffer { size: 100, first: 0, last: 1 },
-///     Buffer { size: 50, first: 1, last: 2 },
-///     Buffer { size: 100, first: 2, last: 3 },
+///     Buffer { size: 96, first: 0, last: 1 },
+///     Buffer { size: 48, first: 1, last: 2 },
+///     Buffer { size: 96, first: 2, last: 3 },
 /// ], 16);
-/// assert_eq!(p.size, 160);
+/// assert_eq!(p.size, 96 + 48);
 /// assert_eq!(p.offsets[0], p.offsets[2]);
 /// ```
 pub fn plan(buffers: &[Buffer], align: usize) -> Plan {
