@@ -361,71 +361,126 @@ fn encode_weights(
     accel: &'static AcceleratorConfig,
     ro: &mut ReadOnly,
 ) -> Result<Vec<Option<WeightStreams>>> {
-    program
-        .ops
-        .iter()
-        .map(|op| {
-            let (w, depthwise) = match &op.kind {
-                NpuOpKind::Conv(w) => (w, false),
-                NpuOpKind::Depthwise(w) => (w, true),
-                _ => return Ok(None),
-            };
-            let block = op.block.as_ref().ok_or_else(|| {
-                Error::Other(format!(
-                    "{}: weights encoded before block selection",
-                    op.name
-                ))
-            })?;
-            let traversal = if depthwise {
-                Traversal::Depthwise
-            } else if block.part_kernel_first {
-                Traversal::PartKernelFirst
-            } else {
-                Traversal::DepthFirst
-            };
-            let [o, kh, kw, i] = w.shape;
-            let layout = WeightLayout {
-                config: accel,
-                traversal,
-                ofm_block_depth: block.ofm_block[2] as u32,
-                ifm_depth: i as u32,
-                kernel_height: kh as u32,
-                kernel_width: kw as u32,
-                dilation_x: op.kernel.dilation_x as u32,
-                dilation_y: op.kernel.dilation_y as u32,
-                ifm_bits: op.ifm.dtype.bits() as u32,
-            };
-            let scales: Vec<ScaleEntry> = w
-                .scales
+    // Encoding dominates compile time and each operation's weights are independent: encode on
+    // every core, then place the streams in operation order (the output does not depend on
+    // the thread count).
+    let encoded = parallel_map(&program.ops, |op| encode_op_weights(op, accel));
+    let mut out = Vec::with_capacity(program.ops.len());
+    for (op, encoded) in program.ops.iter().zip(encoded) {
+        let Some(encoded) = encoded? else {
+            out.push(None);
+            continue;
+        };
+        let base = ro.add(&encoded.data) as u64;
+        ro.weight_bytes += encoded.weight_bytes;
+        let stripe = encoded
+            .stripes
+            .first()
+            .ok_or_else(|| op_error(op, "weight encoding produced no stream"))?;
+        out.push(Some(WeightStreams {
+            region: REGION_CONST,
+            cores: stripe
+                .cores
                 .iter()
-                .map(|s| ScaleEntry {
-                    bias: s.bias,
-                    multiplier: s.scale,
-                    shift: s.shift,
+                .map(|c| CoreStreams {
+                    weight_addr: base + c.weight_offset as u64,
+                    weight_len: c.weight_len as u64,
+                    scale_addr: base + c.scale_offset as u64,
+                    scale_len: c.scale_len as u64,
                 })
-                .collect();
-            let encoded = encode_op(&w.values, &scales, &layout, &[0, o as u32])
-                .map_err(|e| op_error(op, format!("weight encoding: {e}")))?;
-            let base = ro.add(&encoded.data) as u64;
-            ro.weight_bytes += encoded.weight_bytes;
-            let stripe = encoded
-                .stripes
-                .first()
-                .ok_or_else(|| op_error(op, "weight encoding produced no stream"))?;
-            Ok(Some(WeightStreams {
-                region: REGION_CONST,
-                cores: stripe
-                    .cores
-                    .iter()
-                    .map(|c| CoreStreams {
-                        weight_addr: base + c.weight_offset as u64,
-                        weight_len: c.weight_len as u64,
-                        scale_addr: base + c.scale_offset as u64,
-                        scale_len: c.scale_len as u64,
-                    })
-                    .collect(),
-            }))
+                .collect(),
+        }));
+    }
+    Ok(out)
+}
+
+/// The encoded weight and scale streams of a convolution-like operation (`None` for others).
+fn encode_op_weights(
+    op: &NpuOp,
+    accel: &'static AcceleratorConfig,
+) -> Result<Option<super::weights::EncodedOp>> {
+    let (w, depthwise) = match &op.kind {
+        NpuOpKind::Conv(w) => (w, false),
+        NpuOpKind::Depthwise(w) => (w, true),
+        _ => return Ok(None),
+    };
+    let block = op.block.as_ref().ok_or_else(|| {
+        Error::Other(format!(
+            "{}: weights encoded before block selection",
+            op.name
+        ))
+    })?;
+    let traversal = if depthwise {
+        Traversal::Depthwise
+    } else if block.part_kernel_first {
+        Traversal::PartKernelFirst
+    } else {
+        Traversal::DepthFirst
+    };
+    let [o, kh, kw, i] = w.shape;
+    let layout = WeightLayout {
+        config: accel,
+        traversal,
+        ofm_block_depth: block.ofm_block[2] as u32,
+        ifm_depth: i as u32,
+        kernel_height: kh as u32,
+        kernel_width: kw as u32,
+        dilation_x: op.kernel.dilation_x as u32,
+        dilation_y: op.kernel.dilation_y as u32,
+        ifm_bits: op.ifm.dtype.bits() as u32,
+    };
+    let scales: Vec<ScaleEntry> = w
+        .scales
+        .iter()
+        .map(|s| ScaleEntry {
+            bias: s.bias,
+            multiplier: s.scale,
+            shift: s.shift,
         })
+        .collect();
+    encode_op(&w.values, &scales, &layout, &[0, o as u32])
+        .map(Some)
+        .map_err(|e| op_error(op, format!("weight encoding: {e}")))
+}
+
+/// `f` over `items` on up to `available_parallelism` threads; results in item order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    // Work stealing by index: operations differ in cost by orders of magnitude.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A panicking worker re-raises its panic here, as the sequential loop would.
+            let done = worker
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            for (i, r) in done {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|r| r.expect("every index is taken by exactly one worker"))
         .collect()
 }
 

@@ -177,18 +177,15 @@ fn encode_section(values: &[i16], bits: &mut BitWriter) {
             let Some((pal, index, all_in)) = make_palette(&by_freq, k, zero_runs) else {
                 continue;
             };
-            let mut hist = [0u32; 512];
-            for &(v, f) in &by_freq {
-                hist[usize::from(index[usize::from(v)])] += f;
-            }
+            // Distinct values have distinct indices: the index histogram is `by_freq` mapped.
             let wbits = wcodes(&pal, all_in)
                 .iter()
                 .map(|c| {
-                    hist.iter()
-                        .enumerate()
-                        .filter(|(_, h)| **h > 0)
-                        .map(|(x, &h)| {
-                            u64::from(h) * u64::from(c.cost(x as u32).unwrap_or(INVALID))
+                    by_freq
+                        .iter()
+                        .map(|&(v, f)| {
+                            let x = u32::from(index[usize::from(v)]);
+                            u64::from(f) * u64::from(c.cost(x).unwrap_or(INVALID))
                         })
                         .sum::<u64>()
                 })
@@ -237,9 +234,16 @@ struct Plan {
     bits: u64,
 }
 
+/// Cost of a state that does not exist: above any real path, far from overflowing.
+const UNUSED_STATE: u32 = 1 << 31;
+
 /// Optimal segmentation of `n` items into runs of constant state: `cost(i, out)` fills the
 /// cost of item `i` in every state; starting a new segment costs `header` except at the item
 /// indices in `free` (sorted). Returns `(segments as (start, end, state), total cost)`.
+///
+/// The inner loops run over all `N` lanes (states past `states` cost [`UNUSED_STATE`]) with a
+/// fixed trip count the compiler unrolls; an unused state is never the cheapest, and ties go
+/// to the lowest state, so the result is that of `states` lanes.
 fn segment<const N: usize>(
     n: usize,
     states: usize,
@@ -248,14 +252,20 @@ fn segment<const N: usize>(
     free: &[usize],
 ) -> (Vec<(usize, usize, usize)>, u64) {
     let states = states.min(N);
-    if n == 0 {
+    if n == 0 || states == 0 {
         return (Vec::new(), 0);
     }
     let mut c = [0u32; N];
-    let mut dp = [u64::MAX / 2; N];
-    cost(0, &mut c);
-    for s in 0..states {
-        dp[s] = u64::from(c[s]);
+    let mut fill = |i: usize, c: &mut [u32; N]| {
+        cost(i, c);
+        for x in &mut c[states..] {
+            *x = UNUSED_STATE;
+        }
+    };
+    let mut dp = [0u64; N];
+    fill(0, &mut c);
+    for (d, &x) in dp.iter_mut().zip(&c) {
+        *d = u64::from(x);
     }
     // Per item: which states started a new segment there, and the best state before it.
     let mut switched = vec![0u16; n];
@@ -263,8 +273,8 @@ fn segment<const N: usize>(
     let mut free_iter = free.iter().peekable();
     for i in 1..n {
         let mut best_s = 0;
-        let mut best = u64::MAX;
-        for (s, &d) in dp.iter().enumerate().take(states) {
+        let mut best = dp[0];
+        for (s, &d) in dp.iter().enumerate().skip(1) {
             if d < best {
                 best = d;
                 best_s = s;
@@ -274,12 +284,12 @@ fn segment<const N: usize>(
         while free_iter.next_if(|&&f| f < i).is_some() {}
         let free_here = free_iter.next_if(|&&f| f == i).is_some();
         let base = best + if free_here { 0 } else { header };
-        cost(i, &mut c);
+        fill(i, &mut c);
         let mut mask = 0u16;
-        for s in 0..states {
+        for s in 0..N {
             let stay = dp[s];
             let take = base < stay;
-            dp[s] = if take { base } else { stay } + u64::from(c[s]);
+            dp[s] = stay.min(base) + u64::from(c[s]);
             mask |= u16::from(take) << s;
         }
         switched[i] = mask;
@@ -310,22 +320,17 @@ fn segment<const N: usize>(
 fn plan_section(pal: &Palette, w: &[u32], runs: &[u32], all_in: bool) -> Plan {
     let codes = wcodes(pal, all_in);
     let header = u64::from(SLICE_HEADER_BITS + SLICE_END_WASTE);
-    // Cost tables: weight code x index.
-    let mut wtab = vec![[INVALID; 512]; codes.len()];
-    for (t, c) in wtab.iter_mut().zip(&codes) {
-        for (x, slot) in t.iter_mut().enumerate() {
+    // Cost table: index x weight code (one row copied per weight).
+    let mut wtab = vec![[INVALID; 16]; 512];
+    for (x, row) in wtab.iter_mut().enumerate() {
+        for (slot, c) in row.iter_mut().zip(&codes) {
             *slot = c.cost(x as u32).unwrap_or(INVALID);
         }
     }
     let (wsegs, wbits) = segment::<16>(
         w.len(),
         codes.len(),
-        |i, out| {
-            let x = (w[i] as usize).min(511);
-            for (o, t) in out.iter_mut().zip(&wtab) {
-                *o = t[x];
-            }
-        },
+        |i, out| *out = wtab[(w[i] as usize).min(511)],
         header,
         &[],
     );
