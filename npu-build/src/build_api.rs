@@ -99,7 +99,8 @@ impl Model {
         self
     }
 
-    /// Linker section for the weights static (default `.rodata`).
+    /// Linker section for the statics the NPU reads: weights and command streams (default
+    /// `.rodata`).
     pub fn weights_section(mut self, section: impl Into<String>) -> Self {
         self.weights_section = Some(section.into());
         self

@@ -216,7 +216,11 @@ pub struct ArtifactFiles<'a> {
 }
 
 /// The statics and the body of `run_into` for the steps of a mixed NPU/CPU model.
-fn mixed_steps(steps: &[StepApi], dir: &Path) -> (TokenStream, TokenStream) {
+fn mixed_steps(
+    steps: &[StepApi],
+    dir: &Path,
+    section: Option<&TokenStream>,
+) -> (TokenStream, TokenStream) {
     let mut statics = Vec::new();
     let mut body = Vec::new();
     for (k, step) in steps.iter().enumerate() {
@@ -227,6 +231,7 @@ fn mixed_steps(steps: &[StepApi], dir: &Path) -> (TokenStream, TokenStream) {
                 let len = Literal::usize_unsuffixed(*len);
                 let doc = format!("COP1 command stream of step {k} (NPU).");
                 statics.push(quote! {
+                    #section
                     #[doc = #doc]
                     pub static #name: npu_rt::Aligned16<[u8; #len]> =
                         npu_rt::Aligned16(*include_bytes!(#path));
@@ -268,8 +273,8 @@ fn mixed_steps(steps: &[StepApi], dir: &Path) -> (TokenStream, TokenStream) {
 
 /// Generated module of `api`.
 ///
-/// `weights_section` places the weights static in a linker section (`#[unsafe(link_section)]`);
-/// `None` leaves it in `.rodata`.
+/// `weights_section` places the statics the NPU reads (weights and command streams) in a linker
+/// section (`#[unsafe(link_section)]`); `None` leaves them in `.rodata`.
 pub fn generate(
     api: &ModelApi,
     files: &ArtifactFiles<'_>,
@@ -435,10 +440,11 @@ pub fn generate(
     );
 
     let (stream_statics, steps_body) = match files.command_stream.parent() {
-        Some(dir) if !api.steps.is_empty() => mixed_steps(&api.steps, dir),
+        Some(dir) if !api.steps.is_empty() => mixed_steps(&api.steps, dir, section.as_ref()),
         _ => (
             quote! {
                 /// The COP1 command stream payload.
+                #section
                 pub static COMMAND_STREAM: npu_rt::Aligned16<[u8; #cmd_len]> =
                     npu_rt::Aligned16(*include_bytes!(#cmd_path));
             },
