@@ -305,3 +305,35 @@ fn cpu_requantize_activation_and_copy_equal_the_reference() {
         }
     }
 }
+
+/// `model` (from .tflite and .onnx) with the operators `pattern` selects forced to the CPU:
+/// the steps are `want_steps`, every output byte equal to TFLite's for the three inputs.
+fn forced_cpu_cases(model: &str, pattern: &str, want_steps: &[&str]) {
+    let dir = fixtures_dir().join(model);
+    let options = CompileOptions {
+        force_cpu: vec![pattern.into()],
+        ..Default::default()
+    };
+    for ext in ["tflite", "onnx"] {
+        let graph = npu_build::import::load(&dir.join(format!("{model}.{ext}"))).expect("import");
+        let c = compile_with(&graph, &ETHOS_U55_128, &options).expect("compile");
+        assert_eq!(kinds(&c), want_steps, "{model}.{ext}");
+        for k in 0..3 {
+            let inputs = npu_tests::fixture_inputs(model, k);
+            let (got, _) = c.run_sim(&inputs).expect("run");
+            let want = npu_tests::fixture_output(model, k);
+            assert_eq!(got.len(), 1, "{model}.{ext}: outputs");
+            assert_eq!(differences(&got[0], &want), "", "{model}.{ext} input {k}");
+        }
+    }
+}
+
+#[test]
+fn add_forced_to_the_cpu_is_bit_exact() {
+    forced_cpu_cases("op_add", "Add", &["Add"]);
+}
+
+#[test]
+fn mul_forced_to_the_cpu_is_bit_exact() {
+    forced_cpu_cases("op_mul", "Mul", &["Mul"]);
+}

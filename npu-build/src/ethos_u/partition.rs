@@ -10,7 +10,7 @@
 //! The CPU parameters follow the reference interpreter's preparation of the same operator
 //! (`crate::reference`), so a CPU kernel computes what the reference computes, bit for bit.
 
-use npu_rt::cpu::{Buf, Elem, MAX_RANK, Op as CpuOp};
+use npu_rt::cpu::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op as CpuOp};
 
 use crate::error::{Error, Result};
 use crate::ir::quant::{activation_range, quantize_multiplier};
@@ -271,6 +271,9 @@ pub fn cpu_kernel(
             })
         }
         OpKind::Softmax { beta } => softmax(g, op, *beta, at),
+        OpKind::Add { activation } => binary(g, op, BinaryKind::Add, *activation, at),
+        OpKind::Sub { activation } => binary(g, op, BinaryKind::Sub, *activation, at),
+        OpKind::Mul { activation } => binary(g, op, BinaryKind::Mul, *activation, at),
         other => Err(node_err(
             op,
             format!("{} has no CPU kernel yet", other.name()),
@@ -362,5 +365,106 @@ fn softmax(
         multiplier,
         shift,
         diff_min: -(radius as i32),
+    })
+}
+
+/// Add/Sub/Mul with the reference interpreter's preparation (`reference::binary`, after TFLite's
+/// add.cc, sub.cc, mul.cc Prepare).
+fn binary(
+    g: &Graph,
+    op: &Op,
+    kind: BinaryKind,
+    act: Activation,
+    at: &mut dyn FnMut(TensorId) -> Result<Buf>,
+) -> Result<CpuOp> {
+    let ([a, b], [o]) = (op.inputs.as_slice(), op.outputs.as_slice()) else {
+        return Err(node_err(op, "expects two inputs and one output"));
+    };
+    let (a, b, o) = (*a, *b, *o);
+    let elem = elem(op, g, o)?;
+    if !matches!(elem, Elem::I8 | Elem::U8 | Elem::I16)
+        || g.tensors[a].dtype != g.tensors[o].dtype
+        || g.tensors[b].dtype != g.tensors[o].dtype
+    {
+        return Err(node_err(
+            op,
+            "the CPU Add/Sub/Mul takes inputs and output of one 8/16-bit integer type",
+        ));
+    }
+    let (ash, bsh, osh) = (
+        &g.tensors[a].shape,
+        &g.tensors[b].shape,
+        &g.tensors[o].shape,
+    );
+    let rank = osh.len();
+    if rank == 0 || rank > MAX_RANK || ash.len() > rank || bsh.len() > rank {
+        return Err(node_err(
+            op,
+            format!("rank {rank} (the CPU kernel takes 1 to {MAX_RANK})"),
+        ));
+    }
+    // Right-aligned shapes; each axis equal to the output's or 1 (numpy broadcasting).
+    let aligned = |s: &[usize]| -> Result<[u32; MAX_RANK]> {
+        let mut r = [1u32; MAX_RANK];
+        for (i, &d) in s.iter().enumerate() {
+            let j = rank - s.len() + i;
+            if d != osh[j] && d != 1 {
+                return Err(node_err(
+                    op,
+                    format!("shapes {ash:?} and {bsh:?} do not broadcast to {osh:?}"),
+                ));
+            }
+            r[j] = u32::try_from(d).map_err(|_| node_err(op, "dimension too large"))?;
+        }
+        Ok(r)
+    };
+    let (a_shape, b_shape) = (aligned(ash)?, aligned(bsh)?);
+    for (j, &d) in osh.iter().enumerate() {
+        if (a_shape[j] as usize).max(b_shape[j] as usize) != d {
+            return Err(node_err(
+                op,
+                format!("shapes {ash:?} and {bsh:?} do not broadcast to {osh:?}"),
+            ));
+        }
+    }
+    count(op, g, o)?;
+    let (s1, za) = per_tensor(op, g, a)?;
+    let (s2, zb) = per_tensor(op, g, b)?;
+    let (so, zo) = per_tensor(op, g, o)?;
+    let mut p = BinaryParams {
+        za,
+        zb,
+        zo,
+        ..Default::default()
+    };
+    match kind {
+        BinaryKind::Add | BinaryKind::Sub => {
+            // As the reference (TFLite add.cc/sub.cc): 8-bit inputs shifted left by 20 bits.
+            p.left_shift = if elem == Elem::I16 { 15 } else { 20 };
+            let twice_max = f64::from(2.0 * s1.max(s2));
+            let real_out = twice_max / f64::from((1i32 << p.left_shift) as f32 * so);
+            (p.m1, p.s1) = rescale(op, f64::from(s1) / twice_max)?;
+            (p.m2, p.s2) = rescale(op, f64::from(s2) / twice_max)?;
+            (p.mo, p.so) = rescale(op, real_out)?;
+        }
+        BinaryKind::Mul => {
+            // mul.cc multiplies the scales in single precision.
+            (p.mo, p.so) = rescale(op, f64::from(s1 * s2 / so))?;
+        }
+    }
+    let (lo, hi) = activation_range(act, so, zo, g.tensors[o].dtype);
+    let (tmin, tmax) = elem.int_range().unwrap_or((lo, hi));
+    p.lo = lo.max(tmin);
+    p.hi = hi.min(tmax).max(p.lo);
+    Ok(CpuOp::Binary {
+        a: at(a)?,
+        y: at(o)?,
+        b: at(b)?,
+        kind,
+        elem,
+        rank: rank as u32,
+        a_shape,
+        b_shape,
+        p,
     })
 }

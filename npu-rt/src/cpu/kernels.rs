@@ -5,7 +5,7 @@ use super::fixed::{
     exp_on_negative_values, multiply_by_quantized_multiplier, reciprocal, round_ties_even,
     rounding_divide_by_pot, srdhm,
 };
-use super::{Buf, Elem, MAX_RANK, Op, REGION_ARENA, REGION_WEIGHTS};
+use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, REGION_ARENA, REGION_WEIGHTS};
 
 /// The input slices and the output slice of an operation. The output must be in the arena and
 /// must not overlap an arena input (the compiler gives simultaneously live tensors disjoint
@@ -164,7 +164,136 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
                 softmax::<I, O>(x, y, rows as usize, p)
             }, else None), else None)
         }
+        Op::Binary {
+            a,
+            y,
+            b,
+            kind,
+            elem,
+            rank,
+            a_shape,
+            b_shape,
+            p,
+        } => binary(
+            weights,
+            arena,
+            [a, b, y],
+            kind,
+            elem,
+            rank,
+            a_shape,
+            b_shape,
+            p,
+        ),
     }
+}
+
+/// Element count of the first `rank` entries of `shape`.
+fn volume(shape: &[u32]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn binary(
+    weights: &[u8],
+    arena: &mut [u8],
+    [a, b, y]: [Buf; 3],
+    kind: BinaryKind,
+    elem: Elem,
+    rank: u32,
+    a_shape: [u32; MAX_RANK],
+    b_shape: [u32; MAX_RANK],
+    p: BinaryParams,
+) -> Option<()> {
+    let rank = rank as usize;
+    if rank == 0 || rank > MAX_RANK || !matches!(elem, Elem::I8 | Elem::U8 | Elem::I16) {
+        return None;
+    }
+    if !(0..=30).contains(&p.left_shift) {
+        return None;
+    }
+    let (ash, bsh) = (&a_shape[..rank], &b_shape[..rank]);
+    let mut out = [1usize; MAX_RANK];
+    for i in 0..rank {
+        out[i] = match (ash[i], bsh[i]) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        } as usize;
+    }
+    let na = volume(ash)?;
+    let nb = volume(bsh)?;
+    let n = out[..rank]
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    let size = elem.size();
+    let ([xa, xb], y) = operands(
+        weights,
+        arena,
+        [(a, na.checked_mul(size)?), (b, nb.checked_mul(size)?)],
+        (y, n.checked_mul(size)?),
+    )?;
+    if n == 0 {
+        return Some(());
+    }
+    // Strides in elements, 0 along broadcast axes.
+    let (mut sa, mut sb) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+    let (mut ta, mut tb) = (1usize, 1usize);
+    for d in (0..rank).rev() {
+        sa[d] = if ash[d] == 1 { 0 } else { ta };
+        sb[d] = if bsh[d] == 1 { 0 } else { tb };
+        ta *= ash[d] as usize;
+        tb *= bsh[d] as usize;
+    }
+    let hi = p.hi.max(p.lo);
+    let f = |x: i32, v: i32| -> i32 {
+        let raw = match kind {
+            BinaryKind::Add | BinaryKind::Sub => {
+                let l = x.wrapping_sub(p.za).wrapping_mul(1 << p.left_shift);
+                let r = v.wrapping_sub(p.zb).wrapping_mul(1 << p.left_shift);
+                let l = multiply_by_quantized_multiplier(l, p.m1, p.s1);
+                let r = multiply_by_quantized_multiplier(r, p.m2, p.s2);
+                let sum = if kind == BinaryKind::Sub {
+                    l.wrapping_sub(r)
+                } else {
+                    l.wrapping_add(r)
+                };
+                multiply_by_quantized_multiplier(sum, p.mo, p.so)
+            }
+            BinaryKind::Mul => multiply_by_quantized_multiplier(
+                x.wrapping_sub(p.za).wrapping_mul(v.wrapping_sub(p.zb)),
+                p.mo,
+                p.so,
+            ),
+        };
+        raw.wrapping_add(p.zo).clamp(p.lo, hi)
+    };
+    with_int!(elem, T => {
+        let mut idx = [0usize; MAX_RANK];
+        let (mut ia, mut ib) = (0usize, 0usize);
+        for k in 0..n {
+            let v = f(<T as Int>::load(xa, ia), <T as Int>::load(xb, ib));
+            <T as Int>::store(y, k, v.clamp(<T as Int>::MIN, <T as Int>::MAX));
+            // Odometer over the output axes, keeping both input offsets in step.
+            let mut d = rank;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                ia += sa[d];
+                ib += sb[d];
+                if idx[d] < out[d] {
+                    break;
+                }
+                ia -= sa[d] * out[d];
+                ib -= sb[d] * out[d];
+                idx[d] = 0;
+            }
+        }
+        Some(())
+    }, else None)
 }
 
 /// f32 -> integer as ONNX `QuantizeLinear` (the reference interpreter's rule).

@@ -136,6 +136,59 @@ pub enum Op {
         shift: i32,
         diff_min: i32,
     },
+    /// `y = a (op) b` on integers with numpy broadcasting (TFLite's quantized `Add`, `Sub`,
+    /// `Mul`). `a_shape` and `b_shape` are right-aligned to `rank` (leading 1s); the output
+    /// shape is their broadcast.
+    Binary {
+        a: Buf,
+        y: Buf,
+        b: Buf,
+        kind: BinaryKind,
+        elem: Elem,
+        rank: u32,
+        a_shape: [u32; MAX_RANK],
+        b_shape: [u32; MAX_RANK],
+        p: BinaryParams,
+    },
+}
+
+/// The element function of [`Op::Binary`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryKind {
+    Add = 0,
+    Sub = 1,
+    Mul = 2,
+}
+
+impl BinaryKind {
+    fn from_code(c: u32) -> Option<BinaryKind> {
+        match c {
+            0 => Some(BinaryKind::Add),
+            1 => Some(BinaryKind::Sub),
+            2 => Some(BinaryKind::Mul),
+            _ => None,
+        }
+    }
+}
+
+/// Quantization parameters of [`Op::Binary`]. Add/Sub (TFLite's general quantized add): both
+/// inputs `(v - z) << left_shift` rescaled by `(m1, s1)` and `(m2, s2)`, summed, rescaled by
+/// `(mo, so)`. Mul: `(a - za) * (b - zb)` rescaled by `(mo, so)`. Then `+ zo`, clamped to
+/// `lo..=hi` and the output type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BinaryParams {
+    pub za: i32,
+    pub zb: i32,
+    pub zo: i32,
+    pub left_shift: i32,
+    pub m1: i32,
+    pub s1: i32,
+    pub m2: i32,
+    pub s2: i32,
+    pub mo: i32,
+    pub so: i32,
+    pub lo: i32,
+    pub hi: i32,
 }
 
 const OP_COPY: u32 = 1;
@@ -144,6 +197,7 @@ const OP_REQUANTIZE: u32 = 3;
 const OP_DEQUANTIZE: u32 = 4;
 const OP_TRANSPOSE: u32 = 5;
 const OP_SOFTMAX: u32 = 6;
+const OP_BINARY: u32 = 7;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -155,6 +209,11 @@ impl Op {
             Op::Dequantize { .. } => "Dequantize",
             Op::Transpose { .. } => "Transpose",
             Op::Softmax { .. } => "Softmax",
+            Op::Binary { kind, .. } => match kind {
+                BinaryKind::Add => "Add",
+                BinaryKind::Sub => "Sub",
+                BinaryKind::Mul => "Mul",
+            },
         }
     }
 
@@ -260,6 +319,44 @@ impl Op {
                     .int(shift)
                     .int(diff_min);
             }
+            Op::Binary {
+                a,
+                y,
+                b,
+                kind,
+                elem,
+                rank,
+                a_shape,
+                b_shape,
+                p,
+            } => {
+                w.put(OP_BINARY)
+                    .buf(a)
+                    .buf(y)
+                    .buf(b)
+                    .put(kind as u32)
+                    .elem(elem)
+                    .put(rank);
+                for d in a_shape.iter().chain(&b_shape) {
+                    w.put(*d);
+                }
+                for v in [
+                    p.za,
+                    p.zb,
+                    p.zo,
+                    p.left_shift,
+                    p.m1,
+                    p.s1,
+                    p.m2,
+                    p.s2,
+                    p.mo,
+                    p.so,
+                    p.lo,
+                    p.hi,
+                ] {
+                    w.int(v);
+                }
+            }
         }
         w.finish()
     }
@@ -337,6 +434,44 @@ impl Op {
                 shift: r.int()?,
                 diff_min: r.int()?,
             },
+            OP_BINARY => {
+                let a = r.buf()?;
+                let y = r.buf()?;
+                let b = r.buf()?;
+                let kind = BinaryKind::from_code(r.get()?)?;
+                let elem = r.elem()?;
+                let rank = r.get()?;
+                let mut a_shape = [0; MAX_RANK];
+                let mut b_shape = [0; MAX_RANK];
+                for d in a_shape.iter_mut().chain(b_shape.iter_mut()) {
+                    *d = r.get()?;
+                }
+                let p = BinaryParams {
+                    za: r.int()?,
+                    zb: r.int()?,
+                    zo: r.int()?,
+                    left_shift: r.int()?,
+                    m1: r.int()?,
+                    s1: r.int()?,
+                    m2: r.int()?,
+                    s2: r.int()?,
+                    mo: r.int()?,
+                    so: r.int()?,
+                    lo: r.int()?,
+                    hi: r.int()?,
+                };
+                Op::Binary {
+                    a,
+                    y,
+                    b,
+                    kind,
+                    elem,
+                    rank,
+                    a_shape,
+                    b_shape,
+                    p,
+                }
+            }
             _ => return None,
         };
         r.at_end().then_some(op)
@@ -361,7 +496,7 @@ pub fn run(step: usize, words: &[u32], weights: &[u8], arena: &mut [u8]) -> Resu
 mod tests {
     use super::*;
 
-    fn all_ops() -> [Op; 6] {
+    fn all_ops() -> [Op; 7] {
         let (x, y) = (Buf::weights(16), Buf::arena(32));
         [
             Op::Copy { x, y, bytes: 7 },
@@ -412,6 +547,30 @@ mod tests {
                 multiplier: 1 << 30,
                 shift: 3,
                 diff_min: -1000,
+            },
+            Op::Binary {
+                a: x,
+                y,
+                b: Buf::arena(0),
+                kind: BinaryKind::Sub,
+                elem: Elem::I8,
+                rank: 3,
+                a_shape: [2, 1, 3, 1, 1, 1],
+                b_shape: [1, 4, 3, 1, 1, 1],
+                p: BinaryParams {
+                    za: 1,
+                    zb: -2,
+                    zo: 3,
+                    left_shift: 20,
+                    m1: 1 << 30,
+                    s1: -1,
+                    m2: 1 << 29,
+                    s2: 0,
+                    mo: 1 << 30,
+                    so: -18,
+                    lo: -128,
+                    hi: 127,
+                },
             },
         ]
     }
@@ -507,5 +666,43 @@ mod tests {
         arena[..4].copy_from_slice(&[5, (-50i8) as u8, 100, 0]);
         op.execute(&[], &mut arena).expect("runs");
         assert_eq!(arena[4..8], [5, (-10i8) as u8, 20, 0]);
+    }
+
+    /// A Mul of [2, 1] by [1, 3] (scales 1, zero points 0 except the output's 1), clamped.
+    #[test]
+    fn binary_broadcasts_both_operands() {
+        let mut op = Op::Binary {
+            a: Buf::arena(0),
+            y: Buf::arena(8),
+            b: Buf::arena(4),
+            kind: BinaryKind::Mul,
+            elem: Elem::I8,
+            rank: 2,
+            a_shape: [2, 1, 1, 1, 1, 1],
+            b_shape: [1, 3, 1, 1, 1, 1],
+            p: BinaryParams {
+                zo: 1,
+                mo: 1 << 30, // 0.5 x 2 = 1
+                so: 1,
+                lo: -128,
+                hi: 100,
+                ..Default::default()
+            },
+        };
+        let mut arena = [0u8; 16];
+        arena[..2].copy_from_slice(&[2, (-3i8) as u8]);
+        arena[4..7].copy_from_slice(&[5, 60, (-1i8) as u8]);
+        op.execute(&[], &mut arena).expect("runs");
+        let want: [i8; 6] = [11, 100, -1, -14, -128, 4];
+        assert_eq!(arena[8..14], want.map(|v| v as u8));
+        // Shapes that do not broadcast, and a zero rank, are refused.
+        if let Op::Binary { b_shape, .. } = &mut op {
+            b_shape[0] = 3;
+        }
+        assert_eq!(op.execute(&[], &mut arena), None);
+        if let Op::Binary { rank, .. } = &mut op {
+            *rank = 0;
+        }
+        assert_eq!(op.execute(&[], &mut arena), None);
     }
 }
