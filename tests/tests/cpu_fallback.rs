@@ -337,3 +337,13 @@ fn add_forced_to_the_cpu_is_bit_exact() {
 fn mul_forced_to_the_cpu_is_bit_exact() {
     forced_cpu_cases("op_mul", "Mul", &["Mul"]);
 }
+
+#[test]
+fn maxpool_forced_to_the_cpu_is_bit_exact() {
+    forced_cpu_cases("op_maxpool3x3_s2", "MaxPool", &["MaxPool"]);
+}
+
+#[test]
+fn avgpool_forced_to_the_cpu_is_bit_exact() {
+    forced_cpu_cases("op_avgpool2x2", "AveragePool", &["AveragePool"]);
+}

@@ -10,11 +10,11 @@
 //! The CPU parameters follow the reference interpreter's preparation of the same operator
 //! (`crate::reference`), so a CPU kernel computes what the reference computes, bit for bit.
 
-use npu_rt::cpu::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op as CpuOp};
+use npu_rt::cpu::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op as CpuOp, PoolParams};
 
 use crate::error::{Error, Result};
 use crate::ir::quant::{activation_range, quantize_multiplier};
-use crate::ir::{Activation, DType, Graph, Op, OpKind, TensorId};
+use crate::ir::{Activation, DType, Graph, Op, OpKind, PoolAttrs, TensorId};
 
 /// Where one IR operator runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -274,6 +274,8 @@ pub fn cpu_kernel(
         OpKind::Add { activation } => binary(g, op, BinaryKind::Add, *activation, at),
         OpKind::Sub { activation } => binary(g, op, BinaryKind::Sub, *activation, at),
         OpKind::Mul { activation } => binary(g, op, BinaryKind::Mul, *activation, at),
+        OpKind::MaxPool(attrs) => pool(g, op, attrs, true, at),
+        OpKind::AvgPool(attrs) => pool(g, op, attrs, false, at),
         other => Err(node_err(
             op,
             format!("{} has no CPU kernel yet", other.name()),
@@ -465,6 +467,91 @@ fn binary(
         rank: rank as u32,
         a_shape,
         b_shape,
+        p,
+    })
+}
+
+/// MaxPool/AveragePool with the reference interpreter's preparation (`reference::pool`): NHWC,
+/// output shape from the window, a requantization only when the output's quantization differs.
+fn pool(
+    g: &Graph,
+    op: &Op,
+    attrs: &PoolAttrs,
+    max: bool,
+    at: &mut dyn FnMut(TensorId) -> Result<Buf>,
+) -> Result<CpuOp> {
+    let ([x], [o]) = (op.inputs.as_slice(), op.outputs.as_slice()) else {
+        return Err(node_err(op, "expects one input and one output"));
+    };
+    let (x, o) = (*x, *o);
+    let elem = elem(op, g, o)?;
+    if !matches!(elem, Elem::I8 | Elem::U8 | Elem::I16) || g.tensors[x].dtype != g.tensors[o].dtype
+    {
+        return Err(node_err(
+            op,
+            "the CPU pooling takes one 8/16-bit integer type",
+        ));
+    }
+    let (xs, os) = (&g.tensors[x].shape, &g.tensors[o].shape);
+    let (kh, kw) = attrs.kernel;
+    let (sh, sw) = attrs.stride;
+    let pd = attrs.padding;
+    let out = |i: usize, k: usize, s: usize, a: usize, b: usize| {
+        i.checked_add(a)?
+            .checked_add(b)?
+            .checked_sub(k)
+            .and_then(|v| v.checked_div(s))
+            .map(|v| v + 1)
+    };
+    let ok = xs.len() == 4
+        && os.len() == 4
+        && kh > 0
+        && kw > 0
+        && out(xs[1], kh, sh, pd.top, pd.bottom) == Some(os[1])
+        && out(xs[2], kw, sw, pd.left, pd.right) == Some(os[2])
+        && xs[0] == os[0]
+        && xs[3] == os[3];
+    if !ok {
+        return Err(node_err(
+            op,
+            format!("input {xs:?}, output {os:?} and window {attrs:?} do not fit a 4-D pooling"),
+        ));
+    }
+    count(op, g, x)?;
+    count(op, g, o)?;
+    let (si, zi) = per_tensor(op, g, x)?;
+    let (so, zo) = per_tensor(op, g, o)?;
+    let u = |v: usize| u32::try_from(v).map_err(|_| node_err(op, "dimension too large"));
+    let mut p = PoolParams {
+        max,
+        n: u(xs[0])?,
+        h: u(xs[1])?,
+        w: u(xs[2])?,
+        c: u(xs[3])?,
+        oh: u(os[1])?,
+        ow: u(os[2])?,
+        kh: u(kh)?,
+        kw: u(kw)?,
+        sh: u(sh)?,
+        sw: u(sw)?,
+        top: u(pd.top)?,
+        left: u(pd.left)?,
+        ..Default::default()
+    };
+    if si.to_bits() != so.to_bits() || zi != zo {
+        p.requant = true;
+        p.zi = zi;
+        p.zo = zo;
+        (p.m, p.s) = rescale(op, f64::from(si) / f64::from(so))?;
+    }
+    let (lo, hi) = activation_range(attrs.activation, so, zo, g.tensors[o].dtype);
+    let (tmin, tmax) = elem.int_range().unwrap_or((lo, hi));
+    p.lo = lo.max(tmin);
+    p.hi = hi.min(tmax).max(p.lo);
+    Ok(CpuOp::Pool {
+        x: at(x)?,
+        y: at(o)?,
+        elem,
         p,
     })
 }

@@ -5,7 +5,9 @@ use super::fixed::{
     exp_on_negative_values, multiply_by_quantized_multiplier, reciprocal, round_ties_even,
     rounding_divide_by_pot, srdhm,
 };
-use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, REGION_ARENA, REGION_WEIGHTS};
+use super::{
+    BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams, REGION_ARENA, REGION_WEIGHTS,
+};
 
 /// The input slices and the output slice of an operation. The output must be in the arena and
 /// must not overlap an arena input (the compiler gives simultaneously live tensors disjoint
@@ -185,6 +187,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             b_shape,
             p,
         ),
+        Op::Pool { x, y, elem, p } => pool(weights, arena, x, y, elem, p),
     }
 }
 
@@ -454,4 +457,67 @@ pub fn softmax<I: Int, O: Int>(
         }
     }
     Some(())
+}
+
+/// TFLite's reference MaxPool / AveragePool over NHWC: the window clamped to the image.
+fn pool(weights: &[u8], arena: &mut [u8], x: Buf, y: Buf, elem: Elem, p: PoolParams) -> Option<()> {
+    if !matches!(elem, Elem::I8 | Elem::U8 | Elem::I16) || p.kh == 0 || p.kw == 0 {
+        return None;
+    }
+    if p.sh == 0 || p.sw == 0 {
+        return None;
+    }
+    let [n, h, w, c, oh, ow] = [p.n, p.h, p.w, p.c, p.oh, p.ow].map(|v| v as usize);
+    let nx = volume(&[p.n, p.h, p.w, p.c])?;
+    let ny = volume(&[p.n, p.oh, p.ow, p.c])?;
+    let size = elem.size();
+    let ([x], y) = operands(
+        weights,
+        arena,
+        [(x, nx.checked_mul(size)?)],
+        (y, ny.checked_mul(size)?),
+    )?;
+    let hi = p.hi.max(p.lo);
+    with_int!(elem, T => {
+        for b in 0..n {
+            for oy in 0..oh {
+                // Window rows clamped to the image (i64: no overflow for any u32 parameters).
+                let y0 = oy as i64 * i64::from(p.sh) - i64::from(p.top);
+                let (r0, r1) = (y0.max(0), (y0 + i64::from(p.kh)).clamp(0, h as i64));
+                for ox in 0..ow {
+                    let x0 = ox as i64 * i64::from(p.sw) - i64::from(p.left);
+                    let (c0, c1) = (x0.max(0), (x0 + i64::from(p.kw)).clamp(0, w as i64));
+                    let count = (r1 - r0).max(0) * (c1 - c0).max(0);
+                    for ch in 0..c {
+                        let mut acc: i32 = if p.max { i32::MIN } else { 0 };
+                        for iy in r0..r1 {
+                            for ix in c0..c1 {
+                                let i = ((b * h + iy as usize) * w + ix as usize) * c + ch;
+                                let v = <T as Int>::load(x, i);
+                                acc = if p.max { acc.max(v) } else { acc.wrapping_add(v) };
+                            }
+                        }
+                        let count = i32::try_from(count).ok()?;
+                        let mut v = if count == 0 {
+                            0
+                        } else if p.max {
+                            acc
+                        } else if acc > 0 {
+                            // Round half away from zero, as TFLite's AveragePool.
+                            acc.wrapping_add(count / 2) / count
+                        } else {
+                            acc.wrapping_sub(count / 2) / count
+                        };
+                        if p.requant {
+                            v = multiply_by_quantized_multiplier(v.wrapping_sub(p.zi), p.m, p.s)
+                                .wrapping_add(p.zo);
+                        }
+                        let v = v.clamp(p.lo, hi).clamp(<T as Int>::MIN, <T as Int>::MAX);
+                        <T as Int>::store(y, ((b * oh + oy) * ow + ox) * c + ch, v);
+                    }
+                }
+            }
+        }
+        Some(())
+    }, else None)
 }

@@ -150,6 +150,98 @@ pub enum Op {
         b_shape: [u32; MAX_RANK],
         p: BinaryParams,
     },
+    /// 2-D max or average pooling over NHWC integers (TFLite's reference kernels: the window
+    /// clamped to the image, so padding never counts; the average rounds half away from zero).
+    Pool {
+        x: Buf,
+        y: Buf,
+        elem: Elem,
+        p: PoolParams,
+    },
+}
+
+/// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
+/// `MultiplyByQuantizedMultiplier(v - zi, m, s) + zo` (ONNX models whose output quantization
+/// differs from the input's); then it is clamped to `lo..=hi` and the type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PoolParams {
+    pub max: bool,
+    pub n: u32,
+    pub h: u32,
+    pub w: u32,
+    pub c: u32,
+    pub oh: u32,
+    pub ow: u32,
+    pub kh: u32,
+    pub kw: u32,
+    pub sh: u32,
+    pub sw: u32,
+    pub top: u32,
+    pub left: u32,
+    pub requant: bool,
+    pub zi: i32,
+    pub m: i32,
+    pub s: i32,
+    pub zo: i32,
+    pub lo: i32,
+    pub hi: i32,
+}
+
+impl PoolParams {
+    fn words(&self) -> [u32; 20] {
+        [
+            u32::from(self.max),
+            self.n,
+            self.h,
+            self.w,
+            self.c,
+            self.oh,
+            self.ow,
+            self.kh,
+            self.kw,
+            self.sh,
+            self.sw,
+            self.top,
+            self.left,
+            u32::from(self.requant),
+            self.zi as u32,
+            self.m as u32,
+            self.s as u32,
+            self.zo as u32,
+            self.lo as u32,
+            self.hi as u32,
+        ]
+    }
+
+    fn from_words(w: [u32; 20]) -> Option<PoolParams> {
+        let flag = |v: u32| match v {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
+        Some(PoolParams {
+            max: flag(w[0])?,
+            n: w[1],
+            h: w[2],
+            w: w[3],
+            c: w[4],
+            oh: w[5],
+            ow: w[6],
+            kh: w[7],
+            kw: w[8],
+            sh: w[9],
+            sw: w[10],
+            top: w[11],
+            left: w[12],
+            requant: flag(w[13])?,
+            zi: w[14] as i32,
+            m: w[15] as i32,
+            s: w[16] as i32,
+            zo: w[17] as i32,
+            lo: w[18] as i32,
+            hi: w[19] as i32,
+        })
+    }
 }
 
 /// The element function of [`Op::Binary`].
@@ -198,6 +290,7 @@ const OP_DEQUANTIZE: u32 = 4;
 const OP_TRANSPOSE: u32 = 5;
 const OP_SOFTMAX: u32 = 6;
 const OP_BINARY: u32 = 7;
+const OP_POOL: u32 = 8;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -214,6 +307,13 @@ impl Op {
                 BinaryKind::Sub => "Sub",
                 BinaryKind::Mul => "Mul",
             },
+            Op::Pool { p, .. } => {
+                if p.max {
+                    "MaxPool"
+                } else {
+                    "AveragePool"
+                }
+            }
         }
     }
 
@@ -357,6 +457,12 @@ impl Op {
                     w.int(v);
                 }
             }
+            Op::Pool { x, y, elem, p } => {
+                w.put(OP_POOL).buf(x).buf(y).elem(elem);
+                for v in p.words() {
+                    w.put(v);
+                }
+            }
         }
         w.finish()
     }
@@ -472,6 +578,21 @@ impl Op {
                     p,
                 }
             }
+            OP_POOL => {
+                let x = r.buf()?;
+                let y = r.buf()?;
+                let elem = r.elem()?;
+                let mut pw = [0u32; 20];
+                for v in pw.iter_mut() {
+                    *v = r.get()?;
+                }
+                Op::Pool {
+                    x,
+                    y,
+                    elem,
+                    p: PoolParams::from_words(pw)?,
+                }
+            }
             _ => return None,
         };
         r.at_end().then_some(op)
@@ -496,7 +617,7 @@ pub fn run(step: usize, words: &[u32], weights: &[u8], arena: &mut [u8]) -> Resu
 mod tests {
     use super::*;
 
-    fn all_ops() -> [Op; 7] {
+    fn all_ops() -> [Op; 8] {
         let (x, y) = (Buf::weights(16), Buf::arena(32));
         [
             Op::Copy { x, y, bytes: 7 },
@@ -572,6 +693,33 @@ mod tests {
                     hi: 127,
                 },
             },
+            Op::Pool {
+                x,
+                y,
+                elem: Elem::U8,
+                p: PoolParams {
+                    max: false,
+                    n: 1,
+                    h: 3,
+                    w: 3,
+                    c: 1,
+                    oh: 2,
+                    ow: 2,
+                    kh: 2,
+                    kw: 2,
+                    sh: 2,
+                    sw: 2,
+                    top: 0,
+                    left: 0,
+                    requant: true,
+                    zi: 3,
+                    m: 1 << 30,
+                    s: 1,
+                    zo: -4,
+                    lo: 0,
+                    hi: 255,
+                },
+            },
         ]
     }
 
@@ -615,7 +763,7 @@ mod tests {
                 seed ^= seed << 5;
                 *v = if seed & 3 == 0 { seed } else { seed % 8 };
             }
-            w[0] = seed % 8;
+            w[0] = seed % 10;
             let _ = run(0, &w[..n], &weights, &mut arena);
         }
     }
@@ -666,6 +814,56 @@ mod tests {
         arena[..4].copy_from_slice(&[5, (-50i8) as u8, 100, 0]);
         op.execute(&[], &mut arena).expect("runs");
         assert_eq!(arena[4..8], [5, (-10i8) as u8, 20, 0]);
+    }
+
+    /// 2x2 windows, stride 2, padding 1 on top/left over a 3x3 image: padding is excluded from
+    /// the average, which rounds half away from zero.
+    #[test]
+    fn pool_excludes_padding() {
+        let mut p = PoolParams {
+            max: false,
+            n: 1,
+            h: 3,
+            w: 3,
+            c: 1,
+            oh: 2,
+            ow: 2,
+            kh: 2,
+            kw: 2,
+            sh: 2,
+            sw: 2,
+            top: 1,
+            left: 1,
+            lo: -128,
+            hi: 127,
+            ..Default::default()
+        };
+        let x: [i8; 9] = [1, 2, -3, 4, 5, 6, 7, -8, 9];
+        let mut arena = [0u8; 16];
+        for (d, v) in arena.iter_mut().zip(x) {
+            *d = v as u8;
+        }
+        let run = |p: PoolParams, arena: &mut [u8; 16]| {
+            let op = Op::Pool {
+                x: Buf::arena(0),
+                y: Buf::arena(12),
+                elem: Elem::I8,
+                p,
+            };
+            op.execute(&[], arena).map(|()| {
+                let mut o = [0i8; 4];
+                for (d, s) in o.iter_mut().zip(&arena[12..16]) {
+                    *d = *s as i8;
+                }
+                o
+            })
+        };
+        // Windows: {1}, {2,-3}, {4,7}, {5,6,-8,9}.
+        assert_eq!(run(p, &mut arena), Some([1, -1, 6, 3]));
+        p.max = true;
+        assert_eq!(run(p, &mut arena), Some([1, 2, 7, 9]));
+        p.kh = 0;
+        assert_eq!(run(p, &mut arena), None);
     }
 
     /// A Mul of [2, 1] by [1, 3] (scales 1, zero points 0 except the output's 1), clamped.
