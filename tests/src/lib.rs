@@ -12,6 +12,13 @@ pub fn fixtures_dir() -> PathBuf {
         .join("fixtures")
 }
 
+/// Whether `dir` (a `fixtures/<model>/vela/<accel>/` directory) holds a compilation. Where Vela
+/// leaves the operator on the CPU, its raw writer refuses the graph and the directory holds
+/// `VELA_FAILED.txt` (Vela's message) instead: there is no stream to run or compare.
+pub fn vela_compiled(dir: &std::path::Path) -> bool {
+    dir.join("cmd_stream.bin").is_file()
+}
+
 /// Names of the fixtures that have a `.tflite` (and its `.onnx` twin), sorted.
 pub fn tflite_fixtures() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())

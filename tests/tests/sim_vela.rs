@@ -26,6 +26,9 @@ fn vela_dirs() -> Vec<(String, PathBuf)> {
         }
         for accel in std::fs::read_dir(&vela).expect("vela dir") {
             let accel = accel.expect("accel entry").path();
+            if !npu_tests::vela_compiled(&accel) {
+                continue;
+            }
             let name = format!(
                 "{}/{}",
                 model.file_name().unwrap().to_string_lossy(),
