@@ -1,7 +1,10 @@
 //! `npu-build`: the compiler from quantized ONNX/TFLite models to Ethos-U command streams.
 //!
 //! Data flows one way: file -> [`import`] -> [`ir`] -> ([`reference`] | [`ethos_u`] backend)
-//! -> artifact -> codegen. The `npu` command-line tool ([`cli`]) drives the same pieces.
+//! -> artifact -> codegen. The `npu` command-line tool (crate `npu-cli`) drives the same pieces.
+//!
+//! Features: `sim` runs compiled models on the virtual Ethos-U (`Compiled::run_sim`), `npy`
+//! reads and writes `.npy` files; an application that only embeds a model needs neither.
 //!
 //! ```no_run
 //! let graph = npu_build::import::load(std::path::Path::new("model.tflite"))?;
@@ -10,7 +13,6 @@
 //! ```
 
 pub mod build_api;
-pub mod cli;
 pub mod codegen;
 pub mod error;
 pub mod ethos_u;

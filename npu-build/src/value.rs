@@ -1,5 +1,6 @@
 //! Runtime tensor values (inputs and outputs of the interpreters) and their `.npy` I/O.
 
+#[cfg(feature = "npy")]
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -112,6 +113,7 @@ impl Value {
     }
 
     /// Reads a `.npy` file of i8, u8, i16, i32 or f32 (any shape, C order).
+    #[cfg(feature = "npy")]
     pub fn read_npy(path: &Path) -> Result<Value> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let bad = |e: ndarray_npy::ReadNpyError| {
@@ -148,6 +150,7 @@ impl Value {
     }
 
     /// Writes the value as a `.npy` file.
+    #[cfg(feature = "npy")]
     pub fn write_npy(&self, path: &Path) -> Result<()> {
         let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
         let shape = ndarray::IxDyn(&self.shape);

@@ -12,8 +12,8 @@
 
 use std::cell::{Cell, RefCell};
 
-use npu_build::cli::sim::CompiledDir;
 use npu_build::value::Value;
+use npu_cli::sim::CompiledDir;
 use npu_rt::Job;
 use npu_rt::error::Error;
 use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_64, ETHOS_U55_128, ETHOS_U55_256};

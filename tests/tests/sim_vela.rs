@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use npu_build::cli::sim::CompiledDir;
 use npu_build::value::Value;
+use npu_cli::sim::CompiledDir;
 use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_128};
 use npu_rt::ethos_u::cop::Cop1;
 use npu_rt::ethos_u::regs::disasm::write_line;

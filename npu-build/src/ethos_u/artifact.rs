@@ -11,6 +11,7 @@ use super::npu_op::{Layout, Program};
 use super::partition::{CpuStep, OpAssignment};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, TensorId};
+#[cfg(feature = "sim")]
 use crate::value::{Data, Value};
 
 /// Where a graph input or output lives and how it is quantized.
@@ -148,7 +149,8 @@ impl Compiled {
 impl Compiled {
     /// Runs the artifact on a fresh [`VirtualNpu`](npu_rt::sim::VirtualNpu): writes `inputs` (model
     /// order, checked against the model's shapes and types) into a zeroed arena, executes the
-    /// command stream, and returns the outputs and the simulator's counters.
+    /// command stream, and returns the outputs and the simulator's counters (feature `sim`).
+    #[cfg(feature = "sim")]
     pub fn run_sim(&self, inputs: &[Value]) -> Result<(Vec<Value>, npu_rt::sim::Stats)> {
         let (arena, stats) = self.run_sim_arena(inputs)?;
         let outputs = self
@@ -167,6 +169,7 @@ impl Compiled {
     }
 
     /// Like [`Compiled::run_sim`], returning the whole arena after the run.
+    #[cfg(feature = "sim")]
     pub fn run_sim_arena(&self, inputs: &[Value]) -> Result<(Vec<u8>, npu_rt::sim::Stats)> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::BadInput {
@@ -278,6 +281,7 @@ impl Compiled {
 }
 
 /// Adds the counters of one command stream's run to `total`.
+#[cfg(feature = "sim")]
 fn merge_stats(total: &mut npu_rt::sim::Stats, s: npu_rt::sim::Stats) {
     total.commands = total.commands.saturating_add(s.commands);
     total.operations = total.operations.saturating_add(s.operations);

@@ -5,6 +5,7 @@ pub mod config;
 pub mod cop;
 pub mod driver;
 pub mod regs;
+pub mod state;
 pub mod weights;
 
 pub use driver::EthosU;

@@ -29,7 +29,6 @@ mod memory;
 mod numerics;
 mod ops;
 pub mod regfile;
-mod state;
 mod stats;
 mod weight_cache;
 
@@ -41,6 +40,9 @@ use crate::ethos_u::cop::{self, Cop1};
 use crate::ethos_u::regs::ctrl::Config;
 use crate::ethos_u::regs::opcode::{Commands, decode};
 use crate::ethos_u::regs::{Cmd0, Command, DecodeError, ElementwiseMode, PoolingMode};
+// The register model lives with the register definitions (the estimator walks streams with it
+// too); the alias keeps `super::state` paths of the simulator's modules.
+use crate::ethos_u::state;
 
 pub use error::{Access, SimError, SimErrorKind};
 pub use memory::{BufferId, NUM_REGIONS, Regions};

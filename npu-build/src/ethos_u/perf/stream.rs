@@ -14,7 +14,7 @@ use npu_rt::ethos_u::regs::{
     DmaRegion, DmaRegionMode, ElementwiseMode, Ifm2Broadcast, Ifm2Precision, IfmPrecision,
     IfmUpscaleMode, KernelStride, OfmPrecision, PoolingMode, WeightOrder,
 };
-use npu_rt::sim::RegisterState;
+use npu_rt::ethos_u::state::RegisterState;
 
 use crate::error::{Error, Result};
 

@@ -6,7 +6,7 @@
 //! inputs are written at `input_offset[i]` of `input_region[i]`, outputs read at
 //! `output_offset[i]` of `output_region[i]`.
 //!
-//! `--stats` adds the cycle estimate of [`crate::ethos_u::perf`] (`cycles_estimate`, `time_ms`
+//! `--stats` adds the cycle estimate of [`npu_build::ethos_u::perf`] (`cycles_estimate`, `time_ms`
 //! in JSON; one row per operation with `--per-op`) for meta.json's system configuration and
 //! memory mode, or `--system-config` / `--memory-mode`.
 
@@ -17,10 +17,10 @@ use npu_rt::ethos_u::config::AcceleratorConfig;
 use npu_rt::sim::{OpKind, Regions, Stats, VirtualNpu};
 use serde_json::Value as Json;
 
-use crate::error::{Error, Result};
-use crate::ethos_u::perf::{Estimate, estimate_stream};
-use crate::target::Target;
-use crate::value::{Data, Value};
+use npu_build::error::{Error, Result};
+use npu_build::ethos_u::perf::{Estimate, estimate_stream};
+use npu_build::target::Target;
+use npu_build::value::{Data, Value};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

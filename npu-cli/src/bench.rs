@@ -3,7 +3,7 @@
 //!
 //! For every fixture model (`DIR/<name>/<name>.tflite`) and accelerator configuration with a
 //! Vela compilation (`DIR/<name>/vela/<accel>/`), prints Vela's stream and ours side by side:
-//! cycles under the same performance model ([`crate::ethos_u::perf`], with Vela's system
+//! cycles under the same performance model ([`npu_build::ethos_u::perf`], with Vela's system
 //! configuration and memory mode from its `meta.json`), Vela's own `cycles_total`
 //! (`summary.csv`), SRAM and flash bytes (arena and read-only data placed by the memory mode),
 //! and our compile time. With `--vela PATH` (a `vela` executable) it also times Vela's compile of
@@ -15,11 +15,11 @@ use std::time::Instant;
 
 use serde_json::{Value as Json, json};
 
-use super::compile::compile_model;
-use super::sim::CompiledDir;
-use crate::error::{Error, Result};
-use crate::ethos_u::perf::estimate_stream;
-use crate::target::{ACCELERATOR_NAMES, Target};
+use crate::compile::compile_model;
+use crate::sim::CompiledDir;
+use npu_build::error::{Error, Result};
+use npu_build::ethos_u::perf::estimate_stream;
+use npu_build::target::{ACCELERATOR_NAMES, Target};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -4,20 +4,20 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::error::Result;
-use crate::ir::{Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
+use npu_build::error::Result;
+use npu_build::ir::{Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file (.tflite or .onnx).
-    pub path: PathBuf,
+    /// Model file (.tflite or .onnx); under `cargo npu`, default `[package.metadata.npu] model`.
+    pub path: Option<PathBuf>,
     /// One line per operator instead of the detailed listing.
     #[arg(long)]
     pub brief: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let graph = crate::import::load(&args.path)?;
+    let graph = npu_build::import::load(&crate::model_path(args.path.as_deref())?)?;
     print!("{}", report(&graph, args.brief));
     Ok(())
 }

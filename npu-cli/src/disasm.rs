@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use npu_rt::ethos_u::cop::{Cop1, DriverAction};
 use npu_rt::ethos_u::regs::disasm::write_line;
 
-use crate::error::{Error, Result};
+use npu_build::error::{Error, Result};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -4,21 +4,27 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::error::Result;
-use crate::ethos_u::{CompileOptions, Compiled, Step, compile_with};
-use crate::import;
-use crate::target::Target;
+use npu_build::error::Result;
+use npu_build::ethos_u::{CompileOptions, Compiled, Step, compile_with};
+use npu_build::import;
+use npu_build::target::Target;
+
+/// The accelerator when neither `--target` nor `[package.metadata.npu]` names one.
+pub const DEFAULT_TARGET: &str = "ethos-u55-128";
 
 /// Target selection shared by the subcommands that compile.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TargetArgs {
-    /// Accelerator configuration: ethos-u55-32, -64, -128, -256, ethos-u65-256, -512.
-    #[arg(long, short = 't', default_value = "ethos-u55-128")]
-    pub target: String,
-    /// System configuration (Vela's vela.ini names); default depends on the accelerator.
+    /// Accelerator configuration: ethos-u55-32, -64, -128, -256, ethos-u65-256, -512 (default:
+    /// `[package.metadata.npu] target` under `cargo npu`, else ethos-u55-128).
+    #[arg(long, short = 't')]
+    pub target: Option<String>,
+    /// System configuration (Vela's vela.ini names); default: `[package.metadata.npu]` under
+    /// `cargo npu`, else the accelerator's.
     #[arg(long)]
     pub system_config: Option<String>,
-    /// Memory mode (Shared_Sram, Sram_Only, Dedicated_Sram); default depends on the accelerator.
+    /// Memory mode (Shared_Sram, Sram_Only, Dedicated_Sram); default: `[package.metadata.npu]`
+    /// under `cargo npu`, else the accelerator's.
     #[arg(long)]
     pub memory_mode: Option<String>,
     /// Fail instead of running operators the NPU cannot run on the CPU (lists each one).
@@ -33,10 +39,16 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// Resolves the names (errors list the valid ones).
     pub fn resolve(&self) -> Result<Target> {
+        let d = crate::defaults();
+        let target = self
+            .target
+            .as_deref()
+            .or(d.target.as_deref())
+            .unwrap_or(DEFAULT_TARGET);
         Target::new(
-            &self.target,
-            self.system_config.as_deref(),
-            self.memory_mode.as_deref(),
+            target,
+            self.system_config.as_deref().or(d.system_config.as_deref()),
+            self.memory_mode.as_deref().or(d.memory_mode.as_deref()),
         )
     }
 
@@ -52,8 +64,8 @@ impl TargetArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file (.onnx or .tflite).
-    pub model: PathBuf,
+    /// Model file (.onnx or .tflite); under `cargo npu`, default `[package.metadata.npu] model`.
+    pub model: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
     /// Output directory for cmd_stream.bin, weights.bin, meta.json and report.json.
@@ -66,8 +78,8 @@ pub struct Args {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// Model file (.onnx or .tflite).
-    pub model: PathBuf,
+    /// Model file (.onnx or .tflite); under `cargo npu`, default `[package.metadata.npu] model`.
+    pub model: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -125,7 +137,7 @@ pub fn split_json(c: &Compiled) -> serde_json::Value {
 }
 
 /// The report of a compiled model as JSON (memory use by memory kind, op counts, timings,
-/// estimated cycles and time of `crate::ethos_u::perf`).
+/// estimated cycles and time of `npu_build::ethos_u::perf`).
 pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
     // A mixed model: the sum over its NPU command streams (CPU steps are not estimated).
     let estimates: Option<Vec<_>> = c
@@ -135,7 +147,7 @@ pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
             Step::Npu { command_stream, .. } => Some(command_stream),
             Step::Cpu(_) => None,
         })
-        .map(|cs| crate::ethos_u::perf::estimate_stream(cs, target).ok())
+        .map(|cs| npu_build::ethos_u::perf::estimate_stream(cs, target).ok())
         .collect();
     let cycles = estimates
         .as_ref()
@@ -176,11 +188,12 @@ pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
 
 pub fn run(args: Args) -> Result<()> {
     let target = args.target.resolve()?;
-    let c = compile_model_with(&args.model, &target, &args.target.options(&target))?;
+    let model = crate::model_path(args.model.as_deref())?;
+    let c = compile_model_with(&model, &target, &args.target.options(&target))?;
     if c.cpu_ops() > 0 {
         // The raw directory format holds one command stream; say so instead of writing a
         // partial one.
-        return Err(crate::Error::Other(format!(
+        return Err(npu_build::Error::Other(format!(
             "{}: the model runs {} operator(s) on the CPU; the raw output directory holds one \
              NPU command stream only (use include_model!, npu_build::Model or `npu run --engine \
              sim`; `npu report` shows the split)",
@@ -194,9 +207,9 @@ pub fn run(args: Args) -> Result<()> {
         target.memory_mode.name,
     )?;
     let report = serde_json::to_string_pretty(&report_json(&c, &target))
-        .map_err(|e| crate::Error::Other(e.to_string()))?;
+        .map_err(|e| npu_build::Error::Other(e.to_string()))?;
     let path = args.output.join("report.json");
-    std::fs::write(&path, &report).map_err(|e| crate::Error::io(path, e))?;
+    std::fs::write(&path, &report).map_err(|e| npu_build::Error::io(path, e))?;
     if args.dump_ops {
         println!("{:#?}", c.program.ops);
     }
@@ -214,9 +227,10 @@ pub fn run(args: Args) -> Result<()> {
 
 pub fn report(args: ReportArgs) -> Result<()> {
     let target = args.target.resolve()?;
-    let c = compile_model_with(&args.model, &target, &args.target.options(&target))?;
+    let model = crate::model_path(args.model.as_deref())?;
+    let c = compile_model_with(&model, &target, &args.target.options(&target))?;
     let report = serde_json::to_string_pretty(&report_json(&c, &target))
-        .map_err(|e| crate::Error::Other(e.to_string()))?;
+        .map_err(|e| npu_build::Error::Other(e.to_string()))?;
     println!("{report}");
     Ok(())
 }

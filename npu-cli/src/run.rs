@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use crate::error::{Error, Result};
-use crate::value::Value;
+use npu_build::error::{Error, Result};
+use npu_build::value::Value;
 
 /// Engines a model can run on.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +20,8 @@ pub enum Engine {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file (.tflite or .onnx).
-    pub path: PathBuf,
+    /// Model file (.tflite or .onnx); under `cargo npu`, default `[package.metadata.npu] model`.
+    pub path: Option<PathBuf>,
     /// Engine to run on.
     #[arg(long, value_enum, default_value_t = Engine::Reference)]
     pub engine: Engine,
@@ -34,11 +34,11 @@ pub struct Args {
     pub outputs: Vec<PathBuf>,
     /// Target of the sim engine.
     #[command(flatten)]
-    pub target: super::compile::TargetArgs,
+    pub target: crate::compile::TargetArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let graph = crate::import::load(&args.path)?;
+    let graph = npu_build::import::load(&crate::model_path(args.path.as_deref())?)?;
     if !args.outputs.is_empty() && args.outputs.len() != graph.outputs.len() {
         return Err(Error::Other(format!(
             "the model has {} output(s) but {} --output path(s) were given",
@@ -52,11 +52,11 @@ pub fn run(args: Args) -> Result<()> {
         .map(|p| Value::read_npy(p))
         .collect::<Result<Vec<_>>>()?;
     let outputs = match args.engine {
-        Engine::Reference => crate::reference::run(&graph, &inputs)?,
+        Engine::Reference => npu_build::reference::run(&graph, &inputs)?,
         Engine::Sim => {
             let target = args.target.resolve()?;
             let options = args.target.options(&target);
-            let compiled = crate::ethos_u::compile_with(&graph, target.accelerator, &options)?;
+            let compiled = npu_build::ethos_u::compile_with(&graph, target.accelerator, &options)?;
             compiled.run_sim(&inputs)?.0
         }
     };
@@ -83,15 +83,15 @@ pub fn run(args: Args) -> Result<()> {
                     .chunks_exact(size)
                     .take(16)
                     .map(|c| match v.data {
-                        crate::value::Data::F32(_) => {
+                        npu_build::value::Data::F32(_) => {
                             format!("{}", f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                         }
-                        crate::value::Data::I8(_) => format!("{}", c[0] as i8),
-                        crate::value::Data::U8(_) => format!("{}", c[0]),
-                        crate::value::Data::I16(_) => {
+                        npu_build::value::Data::I8(_) => format!("{}", c[0] as i8),
+                        npu_build::value::Data::U8(_) => format!("{}", c[0]),
+                        npu_build::value::Data::I16(_) => {
                             format!("{}", i16::from_le_bytes([c[0], c[1]]))
                         }
-                        crate::value::Data::I32(_) => {
+                        npu_build::value::Data::I32(_) => {
                             format!("{}", i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                         }
                     })
