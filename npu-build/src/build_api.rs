@@ -24,9 +24,9 @@ use crate::ethos_u::{Compiled, Step};
 use crate::import;
 use crate::target::Target;
 
-/// Bumped whenever the compiler's output for the same model and options may change; part of
-/// the cache key together with the crate version.
-const CACHE_EPOCH: u32 = 4;
+/// A hash of the compiler's source (`build.rs`): part of the cache key, so any change to the
+/// compiler invalidates every cached model without anyone having to remember to.
+const SOURCE_HASH: &str = env!("NPU_BUILD_SOURCE_HASH");
 
 /// A model to compile at build time, with its options.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -230,7 +230,7 @@ impl Model {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             seed.hash(&mut h);
             env!("CARGO_PKG_VERSION").hash(&mut h);
-            CACHE_EPOCH.hash(&mut h);
+            SOURCE_HASH.hash(&mut h);
             bytes.hash(&mut h);
             target.accelerator.name.hash(&mut h);
             target.system_config.name.hash(&mut h);
