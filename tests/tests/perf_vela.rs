@@ -244,8 +244,8 @@ mod hand_checked {
             .c0(Cmd0::OP_CONV, 0);
     }
 
-    /// backend-facts §8's worked example (Vela's `cycles_npu` for op_conv1x1 on U55-128): an
-    /// AO-bound 8x8x32 -> 8x8x64 1x1 convolution in two 8x8x32 blocks.
+    /// The worked example of docs/performance.md (Vela's `cycles_npu` for op_conv1x1 on
+    /// U55-128): an AO-bound 8x8x32 -> 8x8x64 1x1 convolution in two 8x8x32 blocks.
     #[test]
     fn conv1x1_compute_cycles_by_hand() {
         let mut s = Stream::default();

@@ -1,7 +1,7 @@
 //! Block configuration selection: the OFM block and shared-buffer layout of each operation.
 //!
 //! This is the search Arm's Vela 5.2.0 (Regor core, `ArchEthosU55::FindBlockConfig`) performs,
-//! reproduced so that our choices equal Vela's on every fixture (backend-facts §1.3): every
+//! reproduced so that our choices equal Vela's on every fixture (docs/blocks.md): every
 //! OFM block of the search space (multiples of the OFM micro-block, at most 32x64x128) is
 //! tried; a block fits when the double-buffered IFM block and the accumulators (for elementwise
 //! operations: both IFMs) fit the shared buffer (SHRAM) banks; among the fitting blocks the

@@ -1,11 +1,13 @@
 //! Emission: the register command stream of a placed [`Program`].
 //!
 //! Per operation the registers are written in the order Vela 5.2.0's Regor core writes them
-//! (backend-facts §0), with the same values (§2): IFM, padding, OFM, kernel, weights and
-//! scales, activation, OFM scaling, IFM2, block and shared-buffer registers, block dependency,
-//! waits, then the `NPU_OP_*`. Like Vela, a register whose value did not change since it was
+//! (docs/command-stream.md, "Register order and redundant writes"), with the same values
+//! ("Register meanings we rely on"): IFM, padding, OFM, kernel, weights and scales,
+//! activation, OFM scaling, IFM2, block and shared-buffer registers, block dependency, waits,
+//! then the `NPU_OP_*`. Like Vela, a register whose value did not change since it was
 //! last written is not written again, so streams compare word for word. Activation LUTs are
-//! DMA'd into the shared buffer before the operation that uses them (§4.2, §4.3).
+//! DMA'd into the shared buffer before the operation that uses them (docs/dependencies.md,
+//! "LUT DMAs").
 //!
 //! Emission makes no numeric decisions: everything comes from the [`NpuOp`]s (lowering) and
 //! the [`Placement`]. Any value that does not fit its register field is an error naming the
@@ -37,7 +39,8 @@ use crate::error::{Error, Result};
 pub use self::dump::dump;
 
 /// Region (base pointer) number the LUT DMA destination is given; with the internal region
-/// mode the address is a shared-buffer address (backend-facts §6.1).
+/// mode the address is a shared-buffer address (docs/command-stream.md, "Shared-buffer
+/// addresses").
 pub const REGION_SHRAM: u8 = 3;
 /// Largest value of a `*_M1` size register (16 bits).
 const MAX_M1: u64 = 0xffff;

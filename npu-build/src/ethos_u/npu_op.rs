@@ -107,7 +107,8 @@ pub struct FeatureMap {
     pub offset: usize,
     /// `[H, W, C]` of the box.
     pub shape: [usize; 3],
-    /// Byte strides `[y, x, c]` as the registers take them (see backend-facts §5.1 for NHCWB16).
+    /// Byte strides `[y, x, c]` as the registers take them (for NHCWB16 see
+    /// docs/command-stream.md, "NHCWB16 (brick) layout").
     pub strides: [usize; 3],
     pub layout: Layout,
     pub dtype: ElemType,
@@ -302,7 +303,7 @@ pub enum NpuOpKind {
     },
 }
 
-/// The block configuration chosen for an operation (see backend-facts §1.3).
+/// The block configuration chosen for an operation (see docs/blocks.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BlockConfig {
     /// OFM block `[H, W, C]`.

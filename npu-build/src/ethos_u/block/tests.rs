@@ -474,7 +474,8 @@ fn conv_op(ifm: [usize; 3], ofm: [usize; 3], kernel: Kernel) -> NpuOp {
 
 #[test]
 fn worked_example_conv1x1_u55_128() {
-    // backend-facts §1.3: 8x8x32 -> 8x8x64 1x1 gives block 8x8x32, IB_END 6, AB_START 6.
+    // docs/blocks.md, "Worked example": 8x8x32 -> 8x8x64 1x1 gives block 8x8x32, IB_END 6,
+    // AB_START 6.
     let op = conv_op([8, 8, 32], [8, 8, 64], Kernel::UNIT);
     let b = choose(&op, &config::ETHOS_U55_128).unwrap();
     assert_eq!(b.ofm_block, [8, 8, 32]);

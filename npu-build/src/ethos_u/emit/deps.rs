@@ -1,6 +1,6 @@
 //! Synchronisation: which memory each command touches, the waits between DMAs and NPU
 //! operations (`NPU_OP_DMA_WAIT` / `NPU_OP_KERNEL_WAIT`), and the NPU-to-NPU block dependency
-//! (`NPU_SET_BLOCKDEP`), computed the way Vela's Regor core does (backend-facts §4).
+//! (`NPU_SET_BLOCKDEP`), computed the way Vela's Regor core does (docs/dependencies.md).
 
 use std::collections::VecDeque;
 

@@ -1,4 +1,5 @@
-//! Lowering of Concat: one copy per input into its slice of the output (backend-facts §2.10).
+//! Lowering of Concat: one copy per input into its slice of the output (docs/numerics.md,
+//! "Concatenation").
 //!
 //! The OFM of each copy is the output tensor's box at the input's offset along the axis, with
 //! the full tensor's strides. Inputs quantized like the output are copied (clamped by the fused

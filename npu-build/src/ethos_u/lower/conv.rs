@@ -1,4 +1,5 @@
-//! Lowering of Conv2D, DepthwiseConv2D and FullyConnected (backend-facts §2.2–2.4, §3.1).
+//! Lowering of Conv2D, DepthwiseConv2D and FullyConnected (docs/numerics.md, "Convolution,
+//! depthwise, fully connected"; docs/weights.md, "Scale/bias stream").
 //!
 //! - Weights are handed to the encoder as `w - weight_zero_point` in `[O, KH, KW, I]` order
 //!   (depthwise: `[C, KH, KW, 1]`). The hardware subtracts IFM_ZERO_POINT itself, so biases
@@ -698,7 +699,7 @@ mod tests {
     #[test]
     fn conv3x3_s2_depth_slices_records_equal_vela() {
         // Vela DMA's two depth slices: [scales 0..16 | weights] at 0, [scales 16..24 | weights]
-        // at 0x5f0 (backend-facts §4.3).
+        // at 0x5f0 (docs/weights.md, "Buffer layout"; docs/dependencies.md, "Weight DMAs").
         let p = lowered("op_conv3x3_s2");
         assert_eq!(p.ops.len(), 1);
         let w = conv_weights(&p.ops[0]);

@@ -1,4 +1,5 @@
-//! Lowering of Add, Sub and Mul (backend-facts §2.6, §2.7, §2.9).
+//! Lowering of Add, Sub and Mul (docs/numerics.md, "Elementwise operands, broadcast and
+//! scalars", "Add and Sub", "Mul").
 //!
 //! Operands: the NPU reads IFM with the OFM's shape and broadcasts IFM2 along H, W or C where
 //! IFM2 has size 1; a single-element constant of at most 16 bits becomes the IFM2_SCALAR

@@ -1,7 +1,7 @@
 //! Test-only: executes a lowered [`Program`] directly (no blocks, weights encoding or
-//! registers) with the hardware arithmetic of backend-facts §2–3, so lowering can be checked
-//! against TFLite's outputs and the reference interpreter before (and independently of) the
-//! emitter and the simulator.
+//! registers) with the hardware arithmetic of docs/numerics.md (and the scale/bias entries of
+//! docs/weights.md), so lowering can be checked against TFLite's outputs and the reference
+//! interpreter before (and independently of) the emitter and the simulator.
 //!
 //! Model: kernel ops sum `(ifm - zp) * w` over in-bounds taps (padding contributes 0; MAX
 //! ignores it), add the bias, scale by the channel's or the global OFM scale with the op's

@@ -3,7 +3,8 @@
 //! Two kinds are built here:
 //! - the softmax exponent table: 256 x int32 (1024 bytes), indexed by `x - max(x) + 255`, holding
 //!   gemmlowp's `exp_on_negative_values` of the input difference scaled to Q5.26 — exactly the
-//!   values TFLite's int8/uint8 reference softmax computes per element (backend-facts §2.15);
+//!   values TFLite's int8/uint8 reference softmax computes per element (docs/numerics.md,
+//!   "Softmax");
 //! - 256-entry 8-bit tables for element-wise functions (sigmoid, tanh, ...), built the way
 //!   TFLite's `PopulateLookupTable` does (dequantize in f32, apply, round, requantize, clamp).
 //!

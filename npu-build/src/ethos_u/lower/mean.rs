@@ -1,7 +1,7 @@
 //! Lowering of 8-bit mean over spatial axes (and over channels when the tensor can be re-viewed
 //! so they become a spatial axis), as TFLite's reference `QuantizedMeanOrSum` computes it.
 //!
-//! Decomposition (backend-facts §2.13, the same as Arm's Vela): depthwise convolutions with
+//! Decomposition (docs/numerics.md, "Mean"; the same as Arm's Vela): depthwise convolutions with
 //! all-one weights sum `x - zp_in` into int32 (one per chunk of at most 64 kernel rows and
 //! 4096 kernel elements; chunks are added with int32 adds); then one int32 multiplication by the
 //! constant `M = (q << k) / N` with OFM_SCALE `(1, 31 - (shift - k))` and the output zero point,

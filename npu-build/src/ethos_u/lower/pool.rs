@@ -2,7 +2,8 @@
 //! requantization and stand-alone activations; plus the small numeric and feature-map helpers
 //! the other lowerings share (OFM scales, clamps, slices, copies).
 //!
-//! Numerics follow TFLite's reference kernels (backend-facts §2.5, §2.11, §2.12):
+//! Numerics follow TFLite's reference kernels (docs/numerics.md, "Pooling" and
+//! "Requantization and copies"):
 //! - MaxPool and AvgPool with equal input/output quantization work on the raw quantized values
 //!   (zero points 0 in the registers), as TFLite does; a different output quantization is a
 //!   requantization after pooling (one op for MaxPool, since rescaling is monotonic; a second

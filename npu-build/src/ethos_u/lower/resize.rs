@@ -2,7 +2,7 @@
 //! through the IFM's 2x nearest upscaling (IFM_UPSCALE = NEAREST).
 //!
 //! A factor `f` of 2, 4 or 8 is `log2 f` operations, each reading its IFM upscaled 2x
-//! (backend-facts §2.14, as Arm's Vela does):
+//! (docs/numerics.md, "Resize"; as Arm's Vela does):
 //! - nearest without aligned corners (TFLite's `floor(y / f)`, with or without half-pixel
 //!   centres: both give `y / f` for integer factors): 1x1 average pools (plain copies);
 //! - nearest with aligned corners (`out - 1 = f (in - 1)`, source `round(y / f)`): copies, then a
@@ -14,7 +14,7 @@
 //! - bilinear without aligned corners or half-pixel centres: the same over the input padded by
 //!   one replicated row and column at the bottom and right (TFLite clamps the second source
 //!   pixel to the last one), so no padded average pool (whose hardware rounding is not
-//!   established, backend-facts §2.5) is needed;
+//!   established, docs/numerics.md, "Pooling") is needed;
 //! - bilinear with half-pixel centres, 2x only: the input padded by one replicated pixel on every
 //!   side, then four depthwise 2x2 convolutions, one per output phase (weights {1, 3} x {1, 3}
 //!   / 16, each writing every other output pixel), as Vela does.

@@ -1,12 +1,13 @@
 //! Lowering of 8-bit softmax (over the last axis) into 27 NPU operations, and the small
 //! operation builders the mean and resize lowerings share.
 //!
-//! The sequence computes TFLite's int8/uint8 reference softmax bit for bit (backend-facts §2.15;
-//! the same decomposition Arm's Vela uses): per row, `max`; `exp(x - max)` through a 256 x int32
-//! lookup table of gemmlowp's `exp_on_negative_values` (fused into the subtraction); the sum of
-//! the exponents rounded to Q12.19; its reciprocal by gemmlowp's Newton-Raphson
-//! `one_over_one_plus_x_for_x_in_0_1` on `sum << (clz(sum) - 1)`; and the final product shifted
-//! right by `35 - clz(sum)` into the output (scale 1/256, zero point at the type minimum).
+//! The sequence computes TFLite's int8/uint8 reference softmax bit for bit (docs/numerics.md,
+//! "Softmax"; the same decomposition Arm's Vela uses): per row, `max`; `exp(x - max)` through
+//! a 256 x int32 lookup table of gemmlowp's `exp_on_negative_values` (fused into the
+//! subtraction); the sum of the exponents rounded to Q12.19; its reciprocal by gemmlowp's
+//! Newton-Raphson `one_over_one_plus_x_for_x_in_0_1` on `sum << (clz(sum) - 1)`; and the final
+//! product shifted right by `35 - clz(sum)` into the output (scale 1/256, zero point at the
+//! type minimum).
 //! (Vela's op_softmax stream has 28 operations plus the LUT DMA: it adds an Add of a zero
 //! tensor before the last shift, which does not change the arithmetic.)
 //!
