@@ -64,6 +64,16 @@ pub fn fixture_output(model: &str, k: usize) -> Value {
     Value::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// `DIR/STEM_K.npy` for a single-input (or single-output) model, `DIR/STEM_K_J.npy` for tensor
+/// `J` of case `K` of a model with `count` of them: the fixtures' naming.
+pub fn io_file(dir: &std::path::Path, stem: &str, k: usize, j: usize, count: usize) -> PathBuf {
+    if count == 1 {
+        dir.join(format!("{stem}_{k}.npy"))
+    } else {
+        dir.join(format!("{stem}_{k}_{j}.npy"))
+    }
+}
+
 /// Describes how `got` differs from `want` (shape, type, the first differing elements); empty if
 /// they are byte-identical.
 pub fn differences(got: &Value, want: &Value) -> String {

@@ -4,18 +4,9 @@
 //! - imported into the same IR as the `.tflite` twin: operators, attributes, shapes, types,
 //!   quantization and constant bytes (tensor names differ between the formats).
 
-use std::path::{Path, PathBuf};
-
 use npu_build::ir::{Graph, TensorId};
 use npu_build::value::Value;
-
-fn io_file(dir: &Path, stem: &str, k: usize, j: usize, count: usize) -> PathBuf {
-    if count == 1 {
-        dir.join(format!("{stem}_{k}.npy"))
-    } else {
-        dir.join(format!("{stem}_{k}_{j}.npy"))
-    }
-}
+use npu_tests::io_file;
 
 fn load(model: &str, ext: &str) -> Graph {
     let path = npu_tests::fixtures_dir()

@@ -1,55 +1,8 @@
 //! The reference interpreter on every fixture's `.tflite` must reproduce TFLite's reference-kernel
 //! outputs (`io/output_K.npy`) byte for byte, for all three inputs of each model.
 
-use std::path::{Path, PathBuf};
-
 use npu_build::value::Value;
-
-fn io_file(dir: &Path, stem: &str, k: usize, j: usize, count: usize) -> PathBuf {
-    if count == 1 {
-        dir.join(format!("{stem}_{k}.npy"))
-    } else {
-        dir.join(format!("{stem}_{k}_{j}.npy"))
-    }
-}
-
-/// Describes the first differences between two values (empty if identical).
-fn differences(got: &Value, want: &Value) -> String {
-    if got.shape != want.shape || got.dtype() != want.dtype() {
-        return format!(
-            "got {:?} {} but expected {:?} {}",
-            got.shape,
-            got.dtype(),
-            want.shape,
-            want.dtype()
-        );
-    }
-    let (a, b) = (got.data.to_le_bytes(), want.data.to_le_bytes());
-    let size = got.dtype().size();
-    let diffs: Vec<usize> = (0..a.len() / size)
-        .filter(|&i| a[i * size..(i + 1) * size] != b[i * size..(i + 1) * size])
-        .collect();
-    if diffs.is_empty() {
-        return String::new();
-    }
-    let show: Vec<String> = diffs
-        .iter()
-        .take(8)
-        .map(|&i| {
-            format!(
-                "[{i}] {:?} != {:?}",
-                &a[i * size..(i + 1) * size],
-                &b[i * size..(i + 1) * size]
-            )
-        })
-        .collect();
-    format!(
-        "{} of {} elements differ: {}",
-        diffs.len(),
-        a.len() / size,
-        show.join(", ")
-    )
-}
+use npu_tests::{differences, io_file};
 
 fn check(model: &str) {
     let dir = npu_tests::fixtures_dir().join(model);
