@@ -183,6 +183,9 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Softmax { beta } => format!("beta {beta}"),
         OpKind::Transpose { perm } => format!("perm {perm:?}"),
         OpKind::Activation(a) => act_str(*a),
+        OpKind::Slice { begin, step, size } => {
+            format!("begin {begin:?}, step {step:?}, size {size:?}")
+        }
     }
 }
 

@@ -74,6 +74,25 @@ pub fn io_file(dir: &std::path::Path, stem: &str, k: usize, j: usize, count: usi
     }
 }
 
+/// Every reference output of case `k` of a fixture: `output_K.npy`, or `output_K_J.npy` for
+/// each output `J` of a model with several (SPLIT, UNPACK).
+pub fn fixture_outputs(model: &str, k: usize) -> Vec<Value> {
+    let io = fixtures_dir().join(model).join("io");
+    if io.join(format!("output_{k}.npy")).exists() {
+        return vec![fixture_output(model, k)];
+    }
+    let mut v = Vec::new();
+    for j in 0.. {
+        let p = io.join(format!("output_{k}_{j}.npy"));
+        if !p.exists() {
+            break;
+        }
+        v.push(Value::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())));
+    }
+    assert!(!v.is_empty(), "{model}: no outputs for case {k}");
+    v
+}
+
 /// Describes how `got` differs from `want` (shape, type, the first differing elements); empty if
 /// they are byte-identical.
 pub fn differences(got: &Value, want: &Value) -> String {

@@ -5,7 +5,9 @@
 
 use npu_build::ethos_u::compile;
 use npu_build::target::Target;
-use npu_tests::{differences, fixture_inputs, fixture_output, fixtures_dir, tflite_fixtures};
+use npu_tests::{
+    differences, fixture_inputs, fixture_output, fixture_outputs, fixtures_dir, tflite_fixtures,
+};
 
 const ALL_TARGETS: [&str; 6] = [
     "ethos-u55-32",
@@ -32,10 +34,23 @@ fn run_case(model: &str, ext: &str, target: &str, k: usize) -> Option<String> {
         Ok(r) => r,
         Err(e) => return Some(format!("{model}.{ext} on {target}: run: {e}")),
     };
-    let want = fixture_output(model, k);
-    let got = outputs.into_iter().next()?;
-    let d = differences(&got, &want);
-    (!d.is_empty()).then(|| format!("{model}.{ext} on {target} input {k}: {d}"))
+    let want = fixture_outputs(model, k);
+    if outputs.len() != want.len() {
+        return Some(format!(
+            "{model}.{ext} on {target}: {} outputs, expected {}",
+            outputs.len(),
+            want.len()
+        ));
+    }
+    let d: Vec<String> = outputs
+        .iter()
+        .zip(&want)
+        .enumerate()
+        .map(|(j, (g, w))| (j, differences(g, w)))
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(j, d)| format!("output {j}: {d}"))
+        .collect();
+    (!d.is_empty()).then(|| format!("{model}.{ext} on {target} input {k}: {}", d.join("; ")))
 }
 
 fn check_all(models: &[String], exts: &[&str], targets: &[&str]) {

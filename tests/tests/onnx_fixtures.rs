@@ -191,6 +191,16 @@ fixture_tests! {
     op_resize_nearest: "op_resize_nearest", [];
     op_softmax: "op_softmax", [];
     mv2_224: "mv2_224", [];
+    // movea: tf2onnx writes these on the int8 tensors directly, with no quantization.
+    op_slice: "op_slice", [0];
+    op_strided_slice: "op_strided_slice", [0];
+    op_split: "op_split", [0, 1];
+    op_split_v: "op_split_v", [0, 1];
+    op_pack: "op_pack", [0, 1, 2];
+    op_unpack: "op_unpack", [0, 1];
+    op_expand_dims: "op_expand_dims", [0];
+    op_squeeze: "op_squeeze", [0];
+    op_concat_h: "op_concat_h", [0];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -214,6 +224,16 @@ fn every_fixture_is_listed() {
         "op_resize_nearest",
         "op_softmax",
         "mv2_224",
+        // movea
+        "op_slice",
+        "op_strided_slice",
+        "op_split",
+        "op_split_v",
+        "op_pack",
+        "op_unpack",
+        "op_expand_dims",
+        "op_squeeze",
+        "op_concat_h",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -77,6 +77,16 @@ fixture_tests!(
     op_resize_nearest,
     op_softmax,
     mv2_224,
+    // movea
+    op_slice,
+    op_strided_slice,
+    op_split,
+    op_split_v,
+    op_pack,
+    op_unpack,
+    op_expand_dims,
+    op_squeeze,
+    op_concat_h,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

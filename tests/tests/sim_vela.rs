@@ -63,6 +63,26 @@ fn inputs(io: &Path, k: usize) -> Vec<Value> {
     v
 }
 
+/// The reference outputs of sample `k`: `output_k.npy`, or `output_k_0.npy, ...` (SPLIT,
+/// UNPACK).
+fn outputs_of(io: &Path, k: usize) -> Vec<Value> {
+    let single = io.join(format!("output_{k}.npy"));
+    if single.exists() {
+        return vec![Value::read_npy(&single).expect("output")];
+    }
+    let v: Vec<Value> = (0..)
+        .map(|j| io.join(format!("output_{k}_{j}.npy")))
+        .take_while(|p| p.exists())
+        .map(|p| Value::read_npy(&p).expect("output"))
+        .collect();
+    assert!(
+        !v.is_empty(),
+        "no outputs for sample {k} in {}",
+        io.display()
+    );
+    v
+}
+
 fn run_dir(name: &str, dir: &Path, samples: &[usize]) -> usize {
     let compiled = CompiledDir::load(dir).unwrap_or_else(|e| panic!("{name}: {e}"));
     let config = compiled
@@ -83,22 +103,26 @@ fn run_dir(name: &str, dir: &Path, samples: &[usize]) -> usize {
         let (outputs, stats) = compiled
             .run(config, &inputs(&io, k))
             .unwrap_or_else(|e| panic!("{name} input {k}: {e}"));
-        let expected = Value::read_npy(&io.join(format!("output_{k}.npy"))).expect("output");
-        assert_eq!(outputs.len(), 1, "{name}: one output");
-        let got = &outputs[0];
-        assert_eq!(got.shape, expected.shape, "{name} input {k}: shape");
-        assert_eq!(
-            got.data.dtype(),
-            expected.data.dtype(),
-            "{name} input {k}: dtype"
-        );
-        let (g, e) = (got.data.to_le_bytes(), expected.data.to_le_bytes());
-        let diff = g.iter().zip(&e).filter(|(a, b)| a != b).count();
-        assert!(
-            diff == 0 && g.len() == e.len(),
-            "{name} input {k}: {diff} of {} bytes differ",
-            e.len()
-        );
+        let expected = outputs_of(&io, k);
+        assert_eq!(outputs.len(), expected.len(), "{name}: output count");
+        for (j, (got, expected)) in outputs.iter().zip(&expected).enumerate() {
+            assert_eq!(
+                got.shape, expected.shape,
+                "{name} input {k} output {j}: shape"
+            );
+            assert_eq!(
+                got.data.dtype(),
+                expected.data.dtype(),
+                "{name} input {k} output {j}: dtype"
+            );
+            let (g, e) = (got.data.to_le_bytes(), expected.data.to_le_bytes());
+            let diff = g.iter().zip(&e).filter(|(a, b)| a != b).count();
+            assert!(
+                diff == 0 && g.len() == e.len(),
+                "{name} input {k} output {j}: {diff} of {} bytes differ",
+                e.len()
+            );
+        }
         assert!(stats.stopped, "{name}: stream ended at NPU_OP_STOP");
         assert!(stats.operations > 0);
         runs += 1;

@@ -252,7 +252,46 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             half_pixel_centers,
         } => resize(g, op, *mode, *align_corners, *half_pixel_centers, at),
         OpKind::Concat { .. } => Err(node_err(op, "internal: Concat takes one op per input")),
+        OpKind::Slice { begin, step, size } => slice(g, op, begin, step, size, at),
     }
+}
+
+/// A Slice: the box the reference interpreter checked, as u32/i32 words.
+fn slice(
+    g: &Graph,
+    op: &Op,
+    begin: &[usize],
+    step: &[i64],
+    size: &[usize],
+    at: &mut dyn Operands,
+) -> Result<CpuOp> {
+    let s = reference::slice::Slice::new(g, op, begin, step, size)?;
+    let rank = s.in_shape.len();
+    if rank > MAX_RANK {
+        return Err(node_err(
+            op,
+            format!("slice of rank {rank} (the CPU kernel takes up to {MAX_RANK})"),
+        ));
+    }
+    let word = |v: usize| u32::try_from(v).map_err(|_| node_err(op, "dimension too large"));
+    // Rank 0 is a one-element copy, done as rank 1.
+    let mut p = npu_rt::cpu::SliceOp {
+        x: at.tensor(op.inputs[0])?,
+        y: at.tensor(op.outputs[0])?,
+        elem_bytes: g.tensors[op.inputs[0]].dtype.size() as u32,
+        rank: rank.max(1) as u32,
+        shape: [1; MAX_RANK],
+        begin: [0; MAX_RANK],
+        step: [1; MAX_RANK],
+        size: [1; MAX_RANK],
+    };
+    for d in 0..rank {
+        p.shape[d] = word(s.in_shape[d])?;
+        p.begin[d] = word(s.begin[d])?;
+        p.size[d] = word(s.size[d])?;
+        p.step[d] = i32::try_from(s.step[d]).map_err(|_| node_err(op, "step too large"))?;
+    }
+    Ok(CpuOp::Slice(p))
 }
 
 fn activation(g: &Graph, op: &Op, act: Activation, at: &mut dyn Operands) -> Result<CpuOp> {

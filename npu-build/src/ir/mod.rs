@@ -270,6 +270,18 @@ pub enum OpKind {
     Dequantize,
     /// A stand-alone activation (not fused into a producer). inputs: `[x]`.
     Activation(Activation),
+    /// A strided box of the input, its raw values copied (the quantization is not changed:
+    /// TFLite's SLICE, STRIDED_SLICE, SPLIT, SPLIT_V and UNPACK copy bytes). inputs: `[x]`.
+    ///
+    /// Per input dimension `d`: output index `i` (in `0..size[d]`) reads input index
+    /// `begin[d] + i * step[d]`; `step` may be negative (then `begin` is the last index read).
+    /// The output tensor holds the `size` box in row-major order; its shape may drop or add
+    /// dimensions of extent 1 (shrink and new axes) but has `size`'s element count.
+    Slice {
+        begin: Vec<usize>,
+        step: Vec<i64>,
+        size: Vec<usize>,
+    },
 }
 
 impl OpKind {
@@ -294,6 +306,7 @@ impl OpKind {
             OpKind::Quantize => "Quantize",
             OpKind::Dequantize => "Dequantize",
             OpKind::Activation(_) => "Activation",
+            OpKind::Slice { .. } => "Slice",
         }
     }
 }

@@ -20,6 +20,8 @@ pub(crate) mod movement;
 pub(crate) mod pool;
 pub(crate) mod softmax;
 pub(crate) mod util;
+// movea
+pub(crate) mod slice;
 
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, OpKind, TensorId};
@@ -283,6 +285,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Quantize => convert::Quantize::prepare(g, op),
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
+        OpKind::Slice { begin, step, size } => slice::Slice::prepare(g, op, begin, step, size),
     }
 }
 

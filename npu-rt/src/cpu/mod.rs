@@ -33,12 +33,16 @@ pub mod float;
 mod kernels;
 mod movement;
 mod params;
+// movea
+mod slice;
 mod words;
 
 pub use elem::Elem;
 pub use params::{
     ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, ResizeOp,
 };
+// movea
+pub use params::SliceOp;
 
 use crate::error::Error;
 use words::{Reader, Writer};
@@ -179,6 +183,8 @@ pub enum Op {
     SoftmaxF32(FloatSoftmaxOp),
     /// Clamp of f32 values (see [`FloatClampOp`]).
     ClampF32(FloatClampOp),
+    /// A strided box of a tensor (see [`SliceOp`]).
+    Slice(SliceOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -319,6 +325,8 @@ const OP_RESIZE: u32 = 12;
 const OP_CONCAT: u32 = 13;
 const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
+// movea: codes 56..=63
+const OP_SLICE: u32 = 56;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -355,6 +363,7 @@ impl Op {
             Op::Concat(_) => "Concat",
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
+            Op::Slice(_) => "Slice",
         }
     }
 
@@ -511,6 +520,7 @@ impl Op {
             Op::Concat(p) => p.put(w.put(OP_CONCAT)),
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
+            Op::Slice(p) => p.put(w.put(OP_SLICE)),
         }
         w.finish()
     }
@@ -648,6 +658,7 @@ impl Op {
             OP_CONCAT => Op::Concat(ConcatOp::get(&mut r)?),
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
+            OP_SLICE => Op::Slice(SliceOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -304,3 +304,36 @@ record! {
         pub hi: f32,
     }
 }
+
+// movea
+impl Word for [i32; MAX_RANK] {
+    fn put(&self, w: &mut Writer) {
+        for v in self {
+            w.int(*v);
+        }
+    }
+    fn get(r: &mut Reader) -> Option<Self> {
+        let mut a = [0; MAX_RANK];
+        for v in a.iter_mut() {
+            *v = r.int()?;
+        }
+        Some(a)
+    }
+}
+
+record! {
+    /// Copies a strided box of a tensor of `shape` (first `rank` entries, `elem_bytes` per
+    /// element): output element `i` (row-major over `size`) reads input index
+    /// `begin[d] + i[d] * step[d]` along each axis `d`; `step` may be negative. Raw bytes are
+    /// moved (TFLite's slices and splits keep the quantization).
+    pub struct SliceOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub elem_bytes: u32,
+        pub rank: u32,
+        pub shape: [u32; MAX_RANK],
+        pub begin: [u32; MAX_RANK],
+        pub step: [i32; MAX_RANK],
+        pub size: [u32; MAX_RANK],
+    }
+}

@@ -24,6 +24,8 @@ mod pad;
 mod pool;
 mod resize;
 mod softmax;
+// movea
+mod slice;
 
 /// State shared by the per-operator lowerings.
 pub struct Lowering<'g> {
@@ -368,6 +370,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             op,
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
         )),
+        OpKind::Slice { .. } => slice::lower(cx, op),
     }
 }
 

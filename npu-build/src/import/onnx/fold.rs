@@ -48,7 +48,6 @@ const FOLD_ONLY: &[&str] = &[
     "Range",
     "Shape",
     "Size",
-    "Slice",
 ];
 
 /// Flat source index, in `in_dims`, of every element of `out_dims` under numpy broadcasting.
@@ -360,53 +359,22 @@ impl Builder {
         c: &[Option<Rc<Const>>],
         ints: &dyn Fn(usize) -> Result<Vec<i64>>,
     ) -> Result<Option<Const>> {
-        let r = x.dims.len();
-        let axes: Vec<usize> = match c.get(3).and_then(|x| x.as_ref()) {
-            Some(_) => ints(3)?
-                .iter()
-                .map(|&a| {
-                    normalize_axis(a, r).ok_or_else(|| n.err(format!("axis {a} is out of range")))
-                })
-                .collect::<Result<_>>()?,
-            None => (0..starts.len().min(r)).collect(),
+        let axes = match c.get(3).and_then(|x| x.as_ref()) {
+            Some(_) => Some(ints(3)?),
+            None => None,
         };
         let steps = match c.get(4).and_then(|x| x.as_ref()) {
-            Some(_) => ints(4)?,
-            None => vec![1; axes.len()],
+            Some(_) => Some(ints(4)?),
+            None => None,
         };
-        if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
-            return Err(n.err("starts, ends, axes and steps differ in length"));
-        }
-        // (start, step, count) along every axis.
-        let mut ranges: Vec<(i64, i64, usize)> = x.dims.iter().map(|&d| (0, 1, d)).collect();
-        for (k, &a) in axes.iter().enumerate() {
-            let dim = i64::try_from(x.dims[a]).map_err(|_| n.err("dimension too large"))?;
-            let step = steps[k];
-            if step == 0 {
-                return Err(n.err("step 0"));
-            }
-            if dim == 0 {
-                ranges[a] = (0, 1, 0);
-                continue;
-            }
-            let norm = |v: i64| if v < 0 { v.saturating_add(dim) } else { v };
-            let (s, e) = if step > 0 {
-                (norm(starts[k]).clamp(0, dim), norm(ends[k]).clamp(0, dim))
-            } else {
-                (
-                    norm(starts[k]).clamp(0, dim - 1),
-                    norm(ends[k]).clamp(-1, dim - 1),
-                )
-            };
-            // Elements s, s + step, ... strictly before e (both within -1..=dim).
-            let span = if step > 0 { e - s } else { s - e };
-            let count = if span <= 0 {
-                0
-            } else {
-                (span as u64 - 1) / step.unsigned_abs() + 1
-            };
-            ranges[a] = (s, step, count as usize);
-        }
+        let ranges = super::ops::slice::slice_ranges(
+            n,
+            &x.dims,
+            starts,
+            ends,
+            axes.as_deref(),
+            steps.as_deref(),
+        )?;
         let dims: Vec<usize> = ranges.iter().map(|r| r.2).collect();
         if check_size(n, &dims)? == 0 {
             return Ok(Const::new(dims, x.elems.empty_like()));

@@ -13,6 +13,7 @@ use crate::ir::{Activation, OpKind, TensorId};
 pub(crate) fn finish(b: &mut Builder) {
     fuse_activations(b);
     merge_mean_reshape(b);
+    merge_slice_reshape(b);
     prune(b);
     resolve_quantization(b);
     compact(b);
@@ -209,4 +210,38 @@ fn compact(b: &mut Builder) {
             *id = new_id[*id];
         }
     }
+}
+
+/// A Slice whose output only a Reshape reads writes the Reshape's output directly (an IR
+/// Slice's output may have any shape holding its box, as TFLite's UNPACK and shrinking
+/// STRIDED_SLICE write it): ONNX `Split` + `Squeeze` becomes what TFLite's UNPACK is.
+fn merge_slice_reshape(b: &mut Builder) {
+    let counts = consumer_counts(b);
+    let prod = producers(b);
+    let mut removed = vec![false; b.g.ops.len()];
+    let candidates: Vec<(usize, TensorId, TensorId)> =
+        b.g.ops
+            .iter()
+            .enumerate()
+            .filter_map(
+                |(k, op)| match (&op.kind, op.inputs.as_slice(), op.outputs.as_slice()) {
+                    (OpKind::Reshape, &[t], &[out]) => Some((k, t, out)),
+                    _ => None,
+                },
+            )
+            .collect();
+    for (k, t, out) in candidates {
+        let Some(&m) = prod.get(&t) else {
+            continue;
+        };
+        if !matches!(b.g.ops[m].kind, OpKind::Slice { .. })
+            || !single_use(b, &counts, t)
+            || b.g.tensors[t].dtype != b.g.tensors[out].dtype
+        {
+            continue;
+        }
+        b.g.ops[m].outputs = vec![out];
+        removed[k] = true;
+    }
+    drop_ops(b, &removed);
 }

@@ -184,11 +184,12 @@ impl<'a> Importer<'a> {
             let id = self.tensor(i, true)?;
             self.graph.inputs.push(id);
         }
-        for raw in &raw_ops {
-            let op = ops::map(&mut self, raw)?;
-            self.graph.ops.push(op);
-        }
         let outputs = self.index_list(subgraph::OUTPUTS, "SubGraph.outputs")?;
+        for raw in &raw_ops {
+            for op in ops::map(&mut self, raw)? {
+                self.fold_or_push(op, &outputs)?;
+            }
+        }
         for &i in &outputs {
             let id = self.tensor(i, false)?;
             self.graph.outputs.push(id);
@@ -198,6 +199,59 @@ impl<'a> Importer<'a> {
         // or report the cycle.
         self.graph.toposort()?;
         Ok(self.graph)
+    }
+
+    /// Appends `op`, or, when it computes integers from constants only (a shape subgraph such
+    /// as SHAPE -> STRIDED_SLICE -> PACK feeding a RESHAPE), runs it with the reference
+    /// interpreter and makes its output a constant. Graph outputs are never folded.
+    fn fold_or_push(&mut self, op: crate::ir::Op, graph_outputs: &[usize]) -> Result<()> {
+        let g = &self.graph;
+        let foldable = !op.inputs.is_empty()
+            && op.outputs.len() == 1
+            && op.inputs.iter().all(|&i| g.tensors[i].is_const())
+            && op.outputs.iter().all(|&o| {
+                matches!(g.tensors[o].dtype, DType::I32 | DType::I64)
+                    && !graph_outputs.iter().any(|&t| self.map.get(&t) == Some(&o))
+            });
+        if !foldable {
+            self.graph.ops.push(op);
+            return Ok(());
+        }
+        // A graph of just this operator: constant inputs, one output.
+        let mut mini = Graph {
+            name: op.name.clone(),
+            ..Default::default()
+        };
+        let mut local = op.clone();
+        for id in local.inputs.iter_mut().chain(local.outputs.iter_mut()) {
+            let t = self.graph.tensors[*id].clone();
+            *id = mini.add_tensor(t);
+        }
+        mini.outputs = local.outputs.clone();
+        mini.ops.push(local);
+        let values = crate::reference::run(&mini, &[])?;
+        let out = op.outputs[0];
+        let bytes = values
+            .first()
+            .map(|v| v.data.to_le_bytes())
+            .ok_or_else(|| Error::InvalidNode {
+                node: op.name.clone(),
+                op: op.kind.name().into(),
+                detail: "folding produced no value".into(),
+            })?;
+        self.graph.tensors[out].data = Some(bytes);
+        Ok(())
+    }
+
+    /// A tensor name not used yet, based on `base` (for tensors the importer adds).
+    fn fresh_name(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut k = 1;
+        while !self.names.insert(name.clone()) {
+            name = format!("{base}#{k}");
+            k += 1;
+        }
+        name
     }
 
     /// Drops tensors that were read only as attributes (axes, paddings, sizes, shapes).

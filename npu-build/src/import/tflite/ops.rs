@@ -3,6 +3,9 @@
 use super::fb::Table;
 use super::schema::{builtin as b, options_type, opts};
 use super::{Importer, ctx};
+
+// movea
+mod movement;
 use crate::error::{Error, Result};
 use crate::ir::{
     Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
@@ -31,6 +34,16 @@ pub const SUPPORTED: &[&str] = &[
     "RESIZE_NEAREST_NEIGHBOR",
     "SOFTMAX",
     "SUB",
+    // movea
+    "EXPAND_DIMS",
+    "PACK",
+    "SHAPE",
+    "SLICE",
+    "SPLIT",
+    "SPLIT_V",
+    "SQUEEZE",
+    "STRIDED_SLICE",
+    "UNPACK",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -58,6 +71,16 @@ pub fn is_supported(code: i32) -> bool {
             | b::RESIZE_NEAREST_NEIGHBOR
             | b::SOFTMAX
             | b::SUB
+            // movea
+            | b::EXPAND_DIMS
+            | b::PACK
+            | b::SHAPE
+            | b::SLICE
+            | b::SPLIT
+            | b::SPLIT_V
+            | b::SQUEEZE
+            | b::STRIDED_SLICE
+            | b::UNPACK
     )
 }
 
@@ -156,8 +179,17 @@ fn positive(op: &RawOp, v: i32, what: &str) -> Result<usize> {
         .ok_or_else(|| op.invalid(format!("{what} must be positive, got {v}")))
 }
 
-/// Maps one operator; imports the tensors it uses.
-pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
+/// Maps one operator to IR operators (none when it folds to a constant, several for
+/// multi-output operators); imports the tensors it uses.
+pub fn map(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
+    if let Some(ops) = movement::map(im, op)? {
+        return Ok(ops);
+    }
+    Ok(vec![map_one(im, op)?])
+}
+
+/// Maps a single-output operator.
+fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     let what = op.what();
     let input_at = |im: &mut Importer, k: usize| -> Result<Option<TensorId>> {
         match op.inputs.get(k) {

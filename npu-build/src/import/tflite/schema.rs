@@ -91,6 +91,13 @@ pub mod options_type {
     pub const REDUCER: u8 = 27;
     pub const SUB: u8 = 28;
     pub const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
+    // movea
+    pub const STRIDED_SLICE: u8 = 32;
+    pub const SPLIT: u8 = 35;
+    pub const SHAPE: u8 = 55;
+    pub const PACK: u8 = 59;
+    pub const UNPACK: u8 = 64;
+    pub const SPLIT_V: u8 = 79;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -122,6 +129,20 @@ pub mod opts {
     pub const BILINEAR_HALF_PIXEL_CENTERS: usize = 3;
     pub const NEAREST_ALIGN_CORNERS: usize = 0;
     pub const NEAREST_HALF_PIXEL_CENTERS: usize = 1;
+    // movea
+    pub const SS_BEGIN_MASK: usize = 0;
+    pub const SS_END_MASK: usize = 1;
+    pub const SS_ELLIPSIS_MASK: usize = 2;
+    pub const SS_NEW_AXIS_MASK: usize = 3;
+    pub const SS_SHRINK_AXIS_MASK: usize = 4;
+    pub const SS_OFFSET: usize = 5;
+    /// `SplitOptions` and `SplitVOptions`.
+    pub const SPLIT_NUM_SPLITS: usize = 0;
+    pub const PACK_VALUES_COUNT: usize = 0;
+    pub const PACK_AXIS: usize = 1;
+    pub const UNPACK_NUM: usize = 0;
+    pub const UNPACK_AXIS: usize = 1;
+    pub const SHAPE_OUT_TYPE: usize = 0;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -191,6 +212,16 @@ pub mod builtin {
     pub const PADV2: i32 = 60;
     pub const RESIZE_NEAREST_NEIGHBOR: i32 = 97;
     pub const QUANTIZE: i32 = 114;
+    // movea
+    pub const SQUEEZE: i32 = 43;
+    pub const STRIDED_SLICE: i32 = 45;
+    pub const SPLIT: i32 = 49;
+    pub const SLICE: i32 = 65;
+    pub const EXPAND_DIMS: i32 = 70;
+    pub const SHAPE: i32 = 77;
+    pub const PACK: i32 = 83;
+    pub const UNPACK: i32 = 88;
+    pub const SPLIT_V: i32 = 102;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

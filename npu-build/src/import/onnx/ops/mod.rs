@@ -8,6 +8,8 @@ mod resize;
 pub(crate) mod shape;
 mod softmax;
 mod weights;
+// movea
+pub(crate) mod slice;
 
 use super::builder::{Builder, Pending, Val};
 use super::fold;
@@ -45,6 +47,9 @@ const SUPPORTED: &[&str] = &[
     "Sub",
     "Transpose",
     "Unsqueeze",
+    // movea
+    "Slice",
+    "Split",
 ];
 
 /// The supported operator list for error messages.
@@ -89,6 +94,9 @@ impl Builder {
             }
             "Pad" => self.pad(n),
             "Resize" => self.resize(n),
+            // movea
+            "Slice" => self.slice(n),
+            "Split" => self.split(n),
             _ => Err(self.unsupported(n)),
         }
     }

@@ -1,0 +1,72 @@
+//! The strided-slice kernel (SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK).
+
+use super::MAX_RANK;
+use super::kernels::{operands, volume};
+use super::params::SliceOp;
+
+/// Runs `p`; `None` when the rank is out of `1..=MAX_RANK`, a step is 0, the box reads outside
+/// the input, or an operand does not fit its region.
+pub(super) fn slice(p: &SliceOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    let rank = p.rank as usize;
+    if !(1..=MAX_RANK).contains(&rank) || p.elem_bytes == 0 || p.elem_bytes > 8 {
+        return None;
+    }
+    let e = p.elem_bytes as usize;
+    let shape = &p.shape[..rank];
+    let size = &p.size[..rank];
+    let nx = volume(shape)?;
+    let ny = volume(size)?;
+    // Input strides in elements; every index the box reads is checked to lie inside.
+    let mut strides = [0i64; MAX_RANK];
+    let mut s = 1i64;
+    for d in (0..rank).rev() {
+        strides[d] = s;
+        s = s.checked_mul(i64::from(shape[d]))?;
+    }
+    let mut start = 0i64;
+    for d in 0..rank {
+        let step = i64::from(p.step[d]);
+        if step == 0 {
+            return None;
+        }
+        if size[d] == 0 {
+            continue;
+        }
+        let first = i64::from(p.begin[d]);
+        let last = first.checked_add((i64::from(size[d]) - 1).checked_mul(step)?)?;
+        let n = i64::from(shape[d]);
+        if first >= n || last < 0 || last >= n {
+            return None;
+        }
+        start += first * strides[d];
+    }
+    let ([x], y) = operands(
+        weights,
+        arena,
+        [(p.x, nx.checked_mul(e)?)],
+        (p.y, ny.checked_mul(e)?),
+    )?;
+    if ny == 0 {
+        return Some(());
+    }
+    let mut idx = [0u32; MAX_RANK];
+    let mut src = start;
+    for k in 0..ny {
+        let a = src as usize * e;
+        y[k * e..(k + 1) * e].copy_from_slice(x.get(a..a + e)?);
+        // Odometer over the box, last axis fastest, keeping the input offset in step.
+        let mut d = rank;
+        while d > 0 {
+            d -= 1;
+            idx[d] += 1;
+            let jump = i64::from(p.step[d]) * strides[d];
+            src += jump;
+            if idx[d] < size[d] {
+                break;
+            }
+            src -= jump * i64::from(size[d]);
+            idx[d] = 0;
+        }
+    }
+    Some(())
+}
