@@ -158,6 +158,18 @@ pub struct PageOptions {
     pub vela: Option<VelaFigures>,
 }
 
+/// A cell with a node or tensor name: the first `;`-separated part (TFLite joins the names of
+/// fused nodes with `;`, which makes them very long), the whole name as its tooltip.
+fn name_cell(name: &str) -> String {
+    let short = name.split(';').next().unwrap_or(name);
+    let more = if short.len() < name.len() { " …" } else { "" };
+    format!(
+        r#"<td class="name" title="{}">{}{more}</td>"#,
+        esc(name),
+        esc(short)
+    )
+}
+
 /// A table cell holding a key figure: `text` for people, `value` for machines.
 fn key_cell(key: &str, value: &str, text: &str) -> String {
     format!(
@@ -192,6 +204,7 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,s
 svg .label,svg .value,svg .tick{font-size:10px;fill:#444}svg .axis{font-size:12px;fill:#333}
 .meter{display:inline-block;width:120px;height:9px;background:#eee;vertical-align:middle;margin-left:6px}.meter b{display:block;height:100%;background:#59a14f}.meter.over b{background:#e15759}
 .over{color:#c0392b;font-weight:600}.cpu{color:#9c4a00}
+td.name{min-width:250px;max-width:430px;overflow-wrap:anywhere;font-size:12px}
 .grid{display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start}
 "#;
 
@@ -537,9 +550,9 @@ fn op_table(s: &mut String, r: &Report) {
     for o in &r.ops {
         let _ = write!(
             s,
-            r#"<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{} ({})</td>{}<td>{}</td>{}"#,
+            r#"<tr><td class="num">{}</td>{}<td>{}</td><td>{} ({})</td>{}<td>{}</td>{}"#,
             o.index,
-            esc(&o.name),
+            name_cell(&o.name),
             esc(&o.kind),
             shape(&o.ofm),
             shape(&o.ofm_block),
@@ -580,8 +593,8 @@ fn tensors(s: &mut String, r: &Report) {
             .map_or_else(|| "–".to_string(), |(f, l)| format!("{f}–{l}"));
         let _ = write!(
             s,
-            r#"<tr><td>{}</td><td>{role}</td><td class="num">{}</td><td class="num">0x{:x}</td>{}<td class="num">{live}</td></tr>"#,
-            esc(&b.name),
+            r#"<tr>{}<td>{role}</td><td class="num">{}</td><td class="num">0x{:x}</td>{}<td class="num">{live}</td></tr>"#,
+            name_cell(&b.name),
             b.region,
             b.addr,
             num_cell(b.size as u64)

@@ -152,8 +152,8 @@ pub fn bar_chart(r: &Report) -> String {
     s
 }
 
-/// The legend of the bar chart: compute and every memory some operation is bound by (all
-/// memories of the estimate, so the colours mean the same across models).
+/// The legend of the bar chart: compute, and each memory that bounds some operation, with
+/// counts; the CPU-step swatch when there are CPU steps.
 pub fn legend(r: &Report) -> String {
     let mut names = vec!["compute"];
     for m in &r.memory_names {
@@ -164,6 +164,9 @@ pub fn legend(r: &Report) -> String {
     let mut s = String::from(r#"<div class="legend">bound: "#);
     for n in names {
         let count = r.ops.iter().filter(|o| r.bound_name(o.bound) == n).count();
+        if count == 0 && n != "compute" {
+            continue;
+        }
         let _ = write!(
             s,
             r#"<span><i style="background:{}"></i>{} ({count})</span>"#,
@@ -171,7 +174,10 @@ pub fn legend(r: &Report) -> String {
             esc(n)
         );
     }
-    s.push_str(r#"<span><i style="background:#f1f1f1"></i>CPU step</span></div>"#);
+    if r.steps.iter().any(|s| matches!(s, StepRow::Cpu { .. })) {
+        s.push_str(r#"<span><i style="background:#f1f1f1"></i>CPU step</span>"#);
+    }
+    s.push_str("</div>");
     s
 }
 
