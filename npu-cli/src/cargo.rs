@@ -152,6 +152,8 @@ mod tests {
                 .is_some_and(|m| m.ends_with("models/conv3x3.tflite"))
         );
         assert_eq!(d.memory_mode.as_deref(), Some("Dedicated_Sram"));
+        // "64K": `npu report`'s default budget.
+        assert_eq!(d.sram_limit, Some(64 * 1024));
     }
 
     #[test]

@@ -607,3 +607,26 @@ fn tensors(s: &mut String, r: &Report) {
 pub fn write(path: &Path, html: &str) -> Result<()> {
     std::fs::write(path, html).map_err(|e| Error::io(path, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(8308154), "8,308,154");
+        assert_eq!(thousands(123456789012), "123,456,789,012");
+    }
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(esc("plain/name;1"), "plain/name;1");
+    }
+}
