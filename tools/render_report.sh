@@ -6,7 +6,7 @@
 #
 # Environment: NPU=path/to/npu uses a built binary instead of `cargo run --release`;
 # CHROMIUM=path picks the browser (default: chromium or chromium-browser on PATH);
-# WINDOW=W,H sets the viewport (default 1320,1800: the totals, the bars, the arena plot).
+# WINDOW=W,H sets the viewport (default 1320,1700: the totals, the bars, the arena plot).
 # Without Chromium it says so and exits 0 (CI images without a browser skip the render).
 set -eu
 
@@ -37,7 +37,7 @@ fi
 # `timeout` guards CI against a browser that never exits.
 timeout 180 "$chromium" --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --hide-scrollbars \
-    --user-data-dir="$work/profile" --screenshot="$out" --window-size="${WINDOW:-1320,1800}" \
+    --user-data-dir="$work/profile" --screenshot="$out" --window-size="${WINDOW:-1320,1700}" \
     "file://$html" >"$work/chromium.log" 2>&1 || {
     cat "$work/chromium.log" >&2
     echo "render_report: chromium failed" >&2
