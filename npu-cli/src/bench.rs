@@ -111,7 +111,7 @@ fn names_in(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// `column` of Vela's `summary.csv` data row.
-fn summary_value(dir: &Path, column: &str) -> Option<f64> {
+pub(crate) fn summary_value(dir: &Path, column: &str) -> Option<f64> {
     let text = std::fs::read_to_string(dir.join("summary.csv")).ok()?;
     let mut lines = text.lines();
     let header = lines.next()?;

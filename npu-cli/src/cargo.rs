@@ -93,8 +93,27 @@ pub(crate) fn read_defaults(manifest: &Path) -> Result<Defaults> {
             ))),
         }
     };
+    // The same forms the build.rs API takes: a byte count, or a size string such as "512K".
+    let sram_limit = match table.get("sram_limit") {
+        None => None,
+        Some(v) => Some(
+            match v {
+                serde_json::Value::Number(n) => n.as_u64(),
+                serde_json::Value::String(s) => npu_build::build_api::parse_size(s),
+                _ => None,
+            }
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                Error::Other(format!(
+                    "{}: [package.metadata.npu] sram_limit must be a byte count such as 524288, \"512K\" or \"2M\", not {v}",
+                    manifest.display()
+                ))
+            })?,
+        ),
+    };
     let dir = manifest.parent().unwrap_or(Path::new("."));
     Ok(Defaults {
+        sram_limit,
         model: text("model")?.map(|m| dir.join(m)),
         target: text("target")?,
         system_config: text("system_config")?,
@@ -133,6 +152,8 @@ mod tests {
                 .is_some_and(|m| m.ends_with("models/conv3x3.tflite"))
         );
         assert_eq!(d.memory_mode.as_deref(), Some("Dedicated_Sram"));
+        // "64K": `npu report`'s default budget.
+        assert_eq!(d.sram_limit, Some(64 * 1024));
     }
 
     #[test]

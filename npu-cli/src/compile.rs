@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use crate::html::{PageOptions, VelaFigures};
 use npu_build::error::Result;
 use npu_build::ethos_u::{CompileOptions, Compiled, Step, compile_with};
 use npu_build::import;
@@ -82,6 +83,27 @@ pub struct ReportArgs {
     pub model: Option<PathBuf>,
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Also write the report as one self-contained HTML page (cycles per operation, NPU/CPU
+    /// split, arena use over the schedule, tensor placement) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// A Vela output directory for the same model and accelerator (cmd_stream.bin,
+    /// weights.bin, meta.json, summary.csv): its figures beside ours (JSON `"vela"`, and the
+    /// page).
+    #[arg(long, value_name = "DIR")]
+    pub vela: Option<PathBuf>,
+    /// SRAM budget to show the SRAM use against (524288, 512K, 1.5M; binary units); default:
+    /// `[package.metadata.npu] sram_limit` under `cargo npu`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub sram_limit: Option<usize>,
+}
+
+/// `--sram-limit`'s parser: [`npu_build::build_api::parse_size`] with an error saying what it
+/// takes.
+fn parse_size_arg(s: &str) -> std::result::Result<usize, String> {
+    npu_build::build_api::parse_size(s)
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(|| format!("'{s}' is not a size (a byte count such as 524288, 512K or 1.5M)"))
 }
 
 /// Imports and compiles `model` for `target` (with CPU fallback).
@@ -225,12 +247,52 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// [`report_json`] with what the page adds: `"sram_limit"` when given, and Vela's figures
+/// under `"vela"` when given.
+pub fn report_json_with(c: &Compiled, target: &Target, page: &PageOptions) -> serde_json::Value {
+    let mut v = report_json(c, target);
+    if let Some(limit) = page.sram_limit {
+        v["sram_limit"] = limit.into();
+    }
+    if let Some(vela) = &page.vela {
+        v["vela"] = vela.json();
+    }
+    v
+}
+
 pub fn report(args: ReportArgs) -> Result<()> {
     let target = args.target.resolve()?;
     let model = crate::model_path(args.model.as_deref())?;
-    let c = compile_model_with(&model, &target, &args.target.options(&target))?;
-    let report = serde_json::to_string_pretty(&report_json(&c, &target))
-        .map_err(|e| npu_build::Error::Other(e.to_string()))?;
+    // Check the output paths before the compile, so a typo fails fast.
+    if let Some(dir) = args
+        .html
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        return Err(npu_build::Error::Other(format!(
+            "--html: directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let page = PageOptions {
+        sram_limit: args.sram_limit.or(crate::defaults().sram_limit),
+        vela: args
+            .vela
+            .as_deref()
+            .map(|d| VelaFigures::load(d, &target))
+            .transpose()?,
+    };
+    let graph = import::load(&model)?;
+    let c = compile_with(&graph, target.accelerator, &args.target.options(&target))?;
+    let json = report_json_with(&c, &target, &page);
+    let report =
+        serde_json::to_string_pretty(&json).map_err(|e| npu_build::Error::Other(e.to_string()))?;
     println!("{report}");
+    if let Some(path) = &args.html {
+        let html = crate::html::page(&c, &graph, &target, &json, &page)?;
+        crate::html::write(path, &html)?;
+        eprintln!("wrote {}", path.display());
+    }
     Ok(())
 }

@@ -15,8 +15,9 @@ use npu_build::error::{Error, Result};
 mod cargo;
 
 mod bench;
-mod compile;
+pub mod compile;
 mod disasm;
+pub mod html;
 mod inspect;
 mod run;
 pub mod sim;
@@ -56,6 +57,8 @@ pub struct Defaults {
     pub target: Option<String>,
     pub system_config: Option<String>,
     pub memory_mode: Option<String>,
+    /// The SRAM budget in bytes (`npu report` shows the SRAM use against it).
+    pub sram_limit: Option<usize>,
 }
 
 static DEFAULTS: OnceLock<Defaults> = OnceLock::new();
