@@ -546,7 +546,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),
                 op: op.op_name.clone(),
-                supported: SUPPORTED.join(", "),
+                supported: super::supported_list(),
             });
         }
     };
