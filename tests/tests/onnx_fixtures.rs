@@ -200,6 +200,12 @@ fixture_tests! {
     op_resize_nearest: "op_resize_nearest", [];
     op_softmax: "op_softmax", [];
     mv2_224: "mv2_224", [];
+    // matmul
+    op_fc_3d: "op_fc_3d", [];
+    op_transpose_conv_s1_valid: "op_transpose_conv_s1_valid", [];
+    op_transpose_conv_s2: "op_transpose_conv_s2", [];
+    op_transpose_conv_s3: "op_transpose_conv_s3", [];
+    op_batch_matmul: "op_batch_matmul", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -223,6 +229,12 @@ fn every_fixture_is_listed() {
         "op_resize_nearest",
         "op_softmax",
         "mv2_224",
+        // matmul
+        "op_fc_3d",
+        "op_transpose_conv_s1_valid",
+        "op_transpose_conv_s2",
+        "op_transpose_conv_s3",
+        "op_batch_matmul",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

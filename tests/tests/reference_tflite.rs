@@ -124,6 +124,12 @@ fixture_tests!(
     op_resize_nearest,
     op_softmax,
     mv2_224,
+    // matmul
+    op_fc_3d,
+    op_transpose_conv_s1_valid,
+    op_transpose_conv_s2,
+    op_transpose_conv_s3,
+    op_batch_matmul,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

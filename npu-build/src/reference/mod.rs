@@ -20,6 +20,9 @@ pub(crate) mod movement;
 pub(crate) mod pool;
 pub(crate) mod softmax;
 pub(crate) mod util;
+// matmul
+pub(crate) mod matmul;
+pub(crate) mod transpose_conv;
 
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, OpKind, TensorId};
@@ -283,6 +286,8 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Quantize => convert::Quantize::prepare(g, op),
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
+        OpKind::TransposeConv2d(a) => transpose_conv::TransposeConv::prepare(g, op, a),
+        OpKind::BatchMatMul { adj_a, adj_b } => matmul::BatchMatMul::prepare(g, op, *adj_a, *adj_b),
     }
 }
 

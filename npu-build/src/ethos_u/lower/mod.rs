@@ -24,6 +24,8 @@ mod pad;
 mod pool;
 mod resize;
 mod softmax;
+// matmul
+mod transpose_conv;
 
 /// State shared by the per-operator lowerings.
 pub struct Lowering<'g> {
@@ -367,6 +369,11 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Transpose { .. } | OpKind::Dequantize => Err(cx.limit(
             op,
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
+        )),
+        OpKind::TransposeConv2d(_) => transpose_conv::lower(cx, op),
+        OpKind::BatchMatMul { .. } => Err(cx.limit(
+            op,
+            "the NPU lowering has no matrix product of two activations; it runs on the CPU",
         )),
     }
 }

@@ -91,6 +91,8 @@ pub mod options_type {
     pub const REDUCER: u8 = 27;
     pub const SUB: u8 = 28;
     pub const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
+    pub const TRANSPOSE_CONV: u8 = 49;
+    pub const BATCH_MATMUL: u8 = 101;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -122,6 +124,11 @@ pub mod opts {
     pub const BILINEAR_HALF_PIXEL_CENTERS: usize = 3;
     pub const NEAREST_ALIGN_CORNERS: usize = 0;
     pub const NEAREST_HALF_PIXEL_CENTERS: usize = 1;
+    /// `TransposeConvOptions`: padding, stride_w, stride_h as Conv2DOptions, then:
+    pub const TCONV_ACTIVATION: usize = 3;
+    pub const BMM_ADJ_X: usize = 0;
+    pub const BMM_ADJ_Y: usize = 1;
+    pub const BMM_ASYMMETRIC_QUANTIZE_INPUTS: usize = 2;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -191,6 +198,8 @@ pub mod builtin {
     pub const PADV2: i32 = 60;
     pub const RESIZE_NEAREST_NEIGHBOR: i32 = 97;
     pub const QUANTIZE: i32 = 114;
+    pub const TRANSPOSE_CONV: i32 = 67;
+    pub const BATCH_MATMUL: i32 = 126;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

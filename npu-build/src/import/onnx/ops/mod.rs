@@ -8,6 +8,8 @@ mod resize;
 pub(crate) mod shape;
 mod softmax;
 mod weights;
+// matmul
+mod transpose_conv;
 
 use super::builder::{Builder, Pending, Val};
 use super::fold;
@@ -45,6 +47,8 @@ const SUPPORTED: &[&str] = &[
     "Sub",
     "Transpose",
     "Unsqueeze",
+    // matmul
+    "ConvTranspose",
 ];
 
 /// The supported operator list for error messages.
@@ -74,6 +78,8 @@ impl Builder {
             "Conv" => self.conv(n),
             "MatMul" => self.matmul(n),
             "Gemm" => self.gemm(n),
+            // matmul: MatMul + Add(bias) of a 3-D input (tf2onnx's Dense) is one FullyConnected.
+            "Add" if self.fold_fc_bias(n)? => Ok(()),
             "Add" | "Sub" | "Mul" => self.binary(n),
             "Relu" | "Clip" | "Max" | "Min" => self.activation(n),
             "AveragePool" | "MaxPool" => self.pool(n),
@@ -89,6 +95,7 @@ impl Builder {
             }
             "Pad" => self.pad(n),
             "Resize" => self.resize(n),
+            "ConvTranspose" => self.conv_transpose(n),
             _ => Err(self.unsupported(n)),
         }
     }
