@@ -24,15 +24,14 @@ def tconv(shape, filters, kernel, strides, padding, **kw):
 
 
 MATMUL = {
-    # Asymmetric stride 2x1, VALID, 3x2 kernel, no bias, fused ReLU.
+    # Asymmetric stride 2x1, VALID, 3x2 kernel, no bias, then ReLU (the converter leaves a RELU operator).
     "op_transpose_conv_s21_valid_relu": (tconv((5, 6, 4), 6, (3, 2), (2, 1), "valid", use_bias=False,
                                                activation="relu"), "TRANSPOSE_CONV"),
-    # Stride 2, SAME, 4x4 kernel, output_padding 1 is not SAME-compatible in Keras; stride 4 with kernel 3
-    # (stride above the kernel: outputs only the bias reaches).
+    # Stride 4 above the 3x3 kernel: outputs only the bias reaches.
     "op_transpose_conv_s4_k3": (tconv((3, 4, 5), 4, 3, 4, "same"), "TRANSPOSE_CONV"),
-    # BATCH_MATMUL with a broadcast batch axis.
-    "op_batch_matmul_bcast": (w2.binary(tf.matmul, (3, 7, 5), (1, 5, 4)), "BATCH_MATMUL"),
-    # BATCH_MATMUL with adj_y (b transposed).
+    # (A broadcast batch axis, tf.matmul of (3, 7, 5) and (1, 5, 4), converts to a BATCH_MATMUL that
+    # TFLite 2.21's own kernel refuses: "accum_dim_lhs != accum_dim_rhs".)
+    # BATCH_MATMUL with adj_y (b transposed). Its vela/ dirs are not kept in fixtures/ (docs/matmul.md).
     "op_batch_matmul_adj_y": (w2.binary(lambda a, b: tf.matmul(a, b, transpose_b=True), (2, 6, 8), (2, 5, 8)),
                               "BATCH_MATMUL"),
 }

@@ -206,6 +206,9 @@ fixture_tests! {
     op_transpose_conv_s2: "op_transpose_conv_s2", [];
     op_transpose_conv_s3: "op_transpose_conv_s3", [];
     op_batch_matmul: "op_batch_matmul", [];
+    op_transpose_conv_s21_valid_relu: "op_transpose_conv_s21_valid_relu", [];
+    op_transpose_conv_s4_k3: "op_transpose_conv_s4_k3", [];
+    op_batch_matmul_adj_y: "op_batch_matmul_adj_y", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -235,6 +238,9 @@ fn every_fixture_is_listed() {
         "op_transpose_conv_s2",
         "op_transpose_conv_s3",
         "op_batch_matmul",
+        "op_transpose_conv_s21_valid_relu",
+        "op_transpose_conv_s4_k3",
+        "op_batch_matmul_adj_y",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -130,6 +130,9 @@ fixture_tests!(
     op_transpose_conv_s2,
     op_transpose_conv_s3,
     op_batch_matmul,
+    op_transpose_conv_s21_valid_relu,
+    op_transpose_conv_s4_k3,
+    op_batch_matmul_adj_y,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -78,14 +78,18 @@ impl Builder {
         }
         let out_pad = pair("output_padding", 0, false)?;
         let auto_pad = n.attr_s("auto_pad")?.unwrap_or_else(|| "NOTSET".into());
-        let pads = match n.attr_ints("pads")? {
+        // End pads may be negative (tf2onnx writes -1 for an output one longer than the full
+        // result): outputs past the full extent, which only the bias reaches.
+        let pads: [i64; 4] = match n.attr_ints("pads")? {
             None => [0; 4],
-            Some(v) if v.len() == 4 => [
-                to_usize(n, "pad", v[0])?,
-                to_usize(n, "pad", v[1])?,
-                to_usize(n, "pad", v[2])?,
-                to_usize(n, "pad", v[3])?,
-            ],
+            Some(v) if v.len() == 4 => {
+                to_usize(n, "pad", v[0])?;
+                to_usize(n, "pad", v[1])?;
+                if v[2].abs() > 1 << 31 || v[3].abs() > 1 << 31 {
+                    return Err(n.err(format!("pads {v:?} are out of range")));
+                }
+                [v[0], v[1], v[2], v[3]]
+            }
             Some(v) => return Err(n.err(format!("pads has {} values, 4 expected", v.len()))),
         };
         let output_shape = match n.attr_ints("output_shape")? {
@@ -142,14 +146,15 @@ impl Builder {
                     } else {
                         (pads[ax], pads[ax + 2])
                     };
-                    let o = full
-                        .checked_sub(b)
-                        .and_then(|v| v.checked_sub(e))
+                    let o = i64::try_from(full)
+                        .ok()
+                        .map(|f| f - b - e)
                         .filter(|&v| v > 0)
+                        .and_then(|v| usize::try_from(v).ok())
                         .ok_or_else(|| {
                             n.err(format!("pads {pads:?} leave no output of the full {full}"))
                         })?;
-                    (b, o)
+                    (to_usize(n, "pad", b)?, o)
                 }
             };
             begin[ax] = b;
@@ -246,7 +251,8 @@ impl Builder {
         n.max_inputs(2)?;
         let mut ids = Vec::with_capacity(2);
         let mut shapes = Vec::with_capacity(2);
-        for i in 0..2 {
+        let mut adj = [false; 2];
+        for (i, adj_i) in adj.iter_mut().enumerate() {
             let a = match self.input(n, i)? {
                 Val::Deq(a) => a,
                 other => return Err(self.not_quantized(n, i, &other)),
@@ -257,8 +263,16 @@ impl Builder {
                     "input {i} has shape {shape:?}; MatMul of activations needs rank 2 or more"
                 )));
             }
-            // BatchMatMul reads its operands in ONNX order.
-            let a = if layout::keeps_data_order(&self.tensor(a.id).shape, &a.perm) {
+            // BatchMatMul reads its operands in ONNX order; an operand seen through a swap of
+            // its last two axes (a Transpose before the MatMul) is read through the adjoint
+            // flag instead, as TFLite's converter writes it.
+            let r = a.perm.len();
+            let mut swapped = layout::identity(r);
+            swapped.swap(r - 2, r - 1);
+            let a = if a.perm == swapped {
+                *adj_i = true;
+                a
+            } else if layout::keeps_data_order(&self.tensor(a.id).shape, &a.perm) {
                 a
             } else {
                 self.relayout(&a, &layout::identity(a.perm.len()))?
@@ -281,8 +295,8 @@ impl Builder {
         let p = self.pending(
             n,
             OpKind::BatchMatMul {
-                adj_a: false,
-                adj_b: false,
+                adj_a: adj[0],
+                adj_b: adj[1],
             },
             ids,
             out,
