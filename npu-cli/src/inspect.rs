@@ -48,6 +48,21 @@ pub fn macs(g: &Graph, op: &Op) -> u64 {
         OpKind::FullyConnected { .. } => {
             out_elems.saturating_mul(shape(1).get(1).map_or(0, |&d| d as u64))
         }
+        // input elements x (KH * KW * O): every input pixel meets the whole kernel
+        OpKind::TransposeConv2d(_) => {
+            let x = shape(0).iter().map(|&d| d as u64).product::<u64>();
+            x.saturating_mul(prod(shape(1).get(..3).unwrap_or(&[])))
+        }
+        // out elements x K
+        OpKind::BatchMatMul { adj_a, .. } => {
+            let a = shape(0);
+            let k = if *adj_a {
+                a.len().checked_sub(2)
+            } else {
+                a.len().checked_sub(1)
+            };
+            out_elems.saturating_mul(k.and_then(|i| a.get(i)).map_or(0, |&d| d as u64))
+        }
         _ => 0,
     }
 }
@@ -186,6 +201,15 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Slice { begin, step, size } => {
             format!("begin {begin:?}, step {step:?}, size {size:?}")
         }
+        OpKind::TransposeConv2d(a) => format!(
+            "stride {}x{}, crop top {} left {}, act {}",
+            a.stride.0,
+            a.stride.1,
+            a.pad_top,
+            a.pad_left,
+            act_str(a.activation)
+        ),
+        OpKind::BatchMatMul { adj_a, adj_b } => format!("adj_a {adj_a}, adj_b {adj_b}"),
     }
 }
 
@@ -197,6 +221,8 @@ fn input_roles(kind: &OpKind, n: usize) -> Vec<String> {
         }
         OpKind::Add { .. } | OpKind::Sub { .. } | OpKind::Mul { .. } => &["a", "b"],
         OpKind::Concat { .. } => &[],
+        OpKind::TransposeConv2d(_) => &["in", "weights", "bias"],
+        OpKind::BatchMatMul { .. } => &["a", "b"],
         _ => &["in"],
     };
     (0..n)

@@ -11,7 +11,7 @@ use npu_rt::ethos_u::config::ETHOS_U55_128;
 use npu_tests::{differences, fixture_inputs, fixture_output, fixtures_dir, tflite_fixtures};
 
 /// Every IR operator name.
-const ALL_KINDS: [&str; 19] = [
+const ALL_KINDS: &[&str] = &[
     "Conv2D",
     "DepthwiseConv2D",
     "FullyConnected",
@@ -32,6 +32,9 @@ const ALL_KINDS: [&str; 19] = [
     "Activation",
     // movea
     "Slice",
+    // matmul
+    "TransposeConv2D",
+    "BatchMatMul",
 ];
 
 /// Input cases of every fixture.
@@ -149,7 +152,7 @@ fn every_single_op_fixture_all_on_the_cpu() {
     let mut failures = Vec::new();
     for m in &models {
         for ext in ["tflite", "onnx"] {
-            failures.extend(check(m, ext, &ALL_KINDS, true));
+            failures.extend(check(m, ext, ALL_KINDS, true));
         }
     }
     assert_none(failures, models.len() * 2);
@@ -157,8 +160,8 @@ fn every_single_op_fixture_all_on_the_cpu() {
 
 #[test]
 fn mobilenet_v2_all_on_the_cpu() {
-    let mut failures = check("mv2_224", "tflite", &ALL_KINDS, true);
-    failures.extend(check("mv2_224", "onnx", &ALL_KINDS, true));
+    let mut failures = check("mv2_224", "tflite", ALL_KINDS, true);
+    failures.extend(check("mv2_224", "onnx", ALL_KINDS, true));
     assert_none(failures, 2);
 }
 
@@ -196,7 +199,7 @@ fn cpu_fallback_fixtures_mixed_and_all_on_the_cpu() {
     let mut failures = Vec::new();
     for m in models {
         let model = format!("cpu_fallback/{m}");
-        failures.extend(check(&model, "tflite", &ALL_KINDS, true));
+        failures.extend(check(&model, "tflite", ALL_KINDS, true));
         let path = fixtures_dir().join(&model).join(format!("{m}.tflite"));
         let graph = npu_build::import::load(&path).expect("import");
         let first = graph.ops[0].name.as_str();

@@ -201,6 +201,15 @@ fixture_tests! {
     op_expand_dims: "op_expand_dims", [0];
     op_squeeze: "op_squeeze", [0];
     op_concat_h: "op_concat_h", [0];
+    // matmul
+    op_fc_3d: "op_fc_3d", [];
+    op_transpose_conv_s1_valid: "op_transpose_conv_s1_valid", [];
+    op_transpose_conv_s2: "op_transpose_conv_s2", [];
+    op_transpose_conv_s3: "op_transpose_conv_s3", [];
+    op_batch_matmul: "op_batch_matmul", [];
+    op_transpose_conv_s21_valid_relu: "op_transpose_conv_s21_valid_relu", [];
+    op_transpose_conv_s4_k3: "op_transpose_conv_s4_k3", [];
+    op_batch_matmul_adj_y: "op_batch_matmul_adj_y", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -234,6 +243,15 @@ fn every_fixture_is_listed() {
         "op_expand_dims",
         "op_squeeze",
         "op_concat_h",
+        // matmul
+        "op_fc_3d",
+        "op_transpose_conv_s1_valid",
+        "op_transpose_conv_s2",
+        "op_transpose_conv_s3",
+        "op_batch_matmul",
+        "op_transpose_conv_s21_valid_relu",
+        "op_transpose_conv_s4_k3",
+        "op_batch_matmul_adj_y",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -87,6 +87,15 @@ fixture_tests!(
     op_expand_dims,
     op_squeeze,
     op_concat_h,
+    // matmul
+    op_fc_3d,
+    op_transpose_conv_s1_valid,
+    op_transpose_conv_s2,
+    op_transpose_conv_s3,
+    op_batch_matmul,
+    op_transpose_conv_s21_valid_relu,
+    op_transpose_conv_s4_k3,
+    op_batch_matmul_adj_y,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -251,6 +251,9 @@ fn model_ops(graph: &Graph) -> Vec<ModelOp> {
             OpKind::Conv2d(_) => "conv",
             OpKind::DepthwiseConv2d { .. } => "depthwise",
             OpKind::FullyConnected { .. } => "fully-connected",
+            // matmul: Vela runs a transposed convolution as one convolution over the upscaled
+            // input with the kernel rotated by 180 degrees (docs/matmul.md).
+            OpKind::TransposeConv2d(_) => "transpose-conv",
             _ => continue,
         };
         let w = graph.tensor(op.inputs[1]);
@@ -277,6 +280,23 @@ fn model_ops(graph: &Graph) -> Vec<ModelOp> {
                     .map(|(i, &v)| i16::from(v) - wq.zero_point_at(i / per) as i16)
                     .collect();
                 ([s[0], s[1], s[2], s[3]], v)
+            }
+            "transpose-conv" => {
+                let s = &w.shape;
+                let (o, kh, kw, i) = (s[0], s[1], s[2], s[3]);
+                let mut v = vec![0i16; o * kh * kw * i];
+                for oc in 0..o {
+                    for y in 0..kh {
+                        for x in 0..kw {
+                            for ic in 0..i {
+                                let q = data[((oc * kh + y) * kw + x) * i + ic];
+                                v[((oc * kh + (kh - 1 - y)) * kw + (kw - 1 - x)) * i + ic] =
+                                    i16::from(q) - wq.zero_point_at(oc) as i16;
+                            }
+                        }
+                    }
+                }
+                ([o, kh, kw, i], v)
             }
             "depthwise" => {
                 let (kh, kw, c) = (w.shape[1], w.shape[2], w.shape[3]);

@@ -4,6 +4,7 @@
 //! (`crate::reference`: shapes checked, rescale factors and widened weights computed once), so a
 //! CPU kernel computes what the reference computes, bit for bit.
 
+use npu_rt::cpu::MatMulOp;
 use npu_rt::cpu::{
     BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
     FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, ResizeOp,
@@ -253,6 +254,27 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         } => resize(g, op, *mode, *align_corners, *half_pixel_centers, at),
         OpKind::Concat { .. } => Err(node_err(op, "internal: Concat takes one op per input")),
         OpKind::Slice { begin, step, size } => slice(g, op, begin, step, size, at),
+        OpKind::TransposeConv2d(attrs) => {
+            let t = reference::transpose_conv::TransposeConv::new(g, op, attrs)?;
+            let fixed = fixed_scales(&t.rescale);
+            let geo = &t.geo;
+            let base = Geo {
+                n: geo.n,
+                h: geo.h,
+                w: geo.w,
+                c: geo.c,
+                oh: geo.oh,
+                ow: geo.ow,
+                k: [geo.kh, geo.kw, geo.sh, geo.sw, 1, 1],
+                top: geo.pt,
+                left: geo.pl,
+            };
+            match weighted_op(op, at, &t.wt, base, geo.o, 0, fixed, false)? {
+                CpuOp::Conv(c) => Ok(CpuOp::TransposeConv(c)),
+                _ => Err(node_err(op, "internal: expected a convolution record")),
+            }
+        }
+        OpKind::BatchMatMul { adj_a, adj_b } => batch_matmul(g, op, *adj_a, *adj_b, at),
     }
 }
 
@@ -292,6 +314,64 @@ fn slice(
         p.step[d] = i32::try_from(s.step[d]).map_err(|_| node_err(op, "step too large"))?;
     }
     Ok(CpuOp::Slice(p))
+}
+
+/// BatchMatMul with the reference interpreter's preparation (`reference::matmul`).
+fn batch_matmul(
+    g: &Graph,
+    op: &Op,
+    adj_a: bool,
+    adj_b: bool,
+    at: &mut dyn Operands,
+) -> Result<CpuOp> {
+    let mm = reference::matmul::BatchMatMul::new(g, op, adj_a, adj_b)?;
+    let r = mm.batch.len();
+    if r > MAX_RANK - 2 {
+        return Err(node_err(
+            op,
+            format!(
+                "{r} batch axes (the CPU kernel takes up to {})",
+                MAX_RANK - 2
+            ),
+        ));
+    }
+    // Each input's batch axes, right-aligned to the output's (1 where missing or broadcast).
+    let aligned = |t: TensorId| -> Result<[u32; MAX_RANK]> {
+        let s = &g.tensors[t].shape;
+        let own = &s[..s.len() - 2];
+        let mut v = [1u32; MAX_RANK];
+        for (d, &x) in v[r - own.len()..r].iter_mut().zip(own) {
+            *d = u32_of(op, x)?;
+        }
+        Ok(v)
+    };
+    let mut batch = [1u32; MAX_RANK];
+    for (d, &x) in batch.iter_mut().zip(&mm.batch) {
+        *d = u32_of(op, x)?;
+    }
+    let (a, b, y) = (op.inputs[0], op.inputs[1], op.outputs[0]);
+    count(op, g, a)?;
+    count(op, g, b)?;
+    count(op, g, y)?;
+    Ok(CpuOp::BatchMatMul(MatMulOp {
+        a: at.tensor(a)?,
+        y: at.tensor(y)?,
+        b: at.tensor(b)?,
+        batch_rank: r as u32,
+        batch,
+        a_batch: aligned(a)?,
+        b_batch: aligned(b)?,
+        m: u32_of(op, mm.m)?,
+        k: u32_of(op, mm.k)?,
+        n: u32_of(op, mm.n)?,
+        adj_a,
+        adj_b,
+        za: mm.za,
+        zb: mm.zb,
+        zo: mm.zo,
+        multiplier: mm.rescale.multiplier,
+        shift: mm.rescale.shift,
+    }))
 }
 
 fn activation(g: &Graph, op: &Op, act: Activation, at: &mut dyn Operands) -> Result<CpuOp> {

@@ -212,6 +212,24 @@ pub struct PoolAttrs {
     pub activation: Activation,
 }
 
+/// Attributes of a transposed convolution ([`OpKind::TransposeConv2d`]).
+///
+/// Input pixel `(iy, ix)` reaches output pixel `(iy * stride_h + ky - pad_top,
+/// ix * stride_w + kx - pad_left)` through kernel tap `(ky, kx)`; contributions that land outside
+/// the output are dropped. The output tensor's shape gives the output size (TFLite's
+/// `output_shape`, ONNX's `output_shape`/`output_padding`); positions no input reaches hold the
+/// bias alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransposeConvAttrs {
+    /// (stride_h, stride_w)
+    pub stride: (usize, usize),
+    /// Output rows cropped at the top.
+    pub pad_top: usize,
+    /// Output columns cropped at the left.
+    pub pad_left: usize,
+    pub activation: Activation,
+}
+
 /// Interpolation of [`OpKind::Resize`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResizeMode {
@@ -282,6 +300,13 @@ pub enum OpKind {
         step: Vec<i64>,
         size: Vec<usize>,
     },
+    /// Transposed convolution. inputs: `[x [N, H, W, I], weights [O, KH, KW, I], bias?]`
+    /// (weights per-channel along axis 0, like Conv2D), output `[N, OH, OW, O]`.
+    TransposeConv2d(TransposeConvAttrs),
+    /// Matrix product of two activations, `op(a) x op(b)` over the last two axes (`op` transposes
+    /// them when `adj_a` / `adj_b`), the leading (batch) axes broadcast numpy-style.
+    /// inputs: `[a [..., M, K], b [..., K, N]]`, output `[..., M, N]`; per-tensor quantized.
+    BatchMatMul { adj_a: bool, adj_b: bool },
 }
 
 impl OpKind {
@@ -307,6 +332,8 @@ impl OpKind {
             OpKind::Dequantize => "Dequantize",
             OpKind::Activation(_) => "Activation",
             OpKind::Slice { .. } => "Slice",
+            OpKind::TransposeConv2d(_) => "TransposeConv2D",
+            OpKind::BatchMatMul { .. } => "BatchMatMul",
         }
     }
 }

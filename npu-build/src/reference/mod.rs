@@ -22,6 +22,9 @@ pub(crate) mod softmax;
 pub(crate) mod util;
 // movea
 pub(crate) mod slice;
+// matmul
+pub(crate) mod matmul;
+pub(crate) mod transpose_conv;
 
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, OpKind, TensorId};
@@ -286,6 +289,8 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
         OpKind::Slice { begin, step, size } => slice::Slice::prepare(g, op, begin, step, size),
+        OpKind::TransposeConv2d(a) => transpose_conv::TransposeConv::prepare(g, op, a),
+        OpKind::BatchMatMul { adj_a, adj_b } => matmul::BatchMatMul::prepare(g, op, *adj_a, *adj_b),
     }
 }
 

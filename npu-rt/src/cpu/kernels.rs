@@ -196,6 +196,8 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::SoftmaxF32(p) => super::float::softmax(&p, weights, arena),
         Op::ClampF32(p) => super::float::clamp(&p, weights, arena),
         Op::Slice(p) => super::slice::slice(&p, weights, arena),
+        Op::TransposeConv(p) => super::matmul::transpose_conv(&p, weights, arena),
+        Op::BatchMatMul(p) => super::matmul::batch_matmul(&p, weights, arena),
     }
 }
 

@@ -32,6 +32,8 @@ pub mod fixed;
 pub mod float;
 mod kernels;
 mod movement;
+// matmul
+mod matmul;
 mod params;
 // movea
 mod slice;
@@ -43,6 +45,8 @@ pub use params::{
 };
 // movea
 pub use params::SliceOp;
+// matmul
+pub use params::MatMulOp;
 
 use crate::error::Error;
 use words::{Reader, Writer};
@@ -185,6 +189,13 @@ pub enum Op {
     ClampF32(FloatClampOp),
     /// A strided box of a tensor (see [`SliceOp`]).
     Slice(SliceOp),
+    /// Transposed convolution over NHWC integers: a [`ConvOp`] whose `sh`/`sw` are the strides
+    /// at which input pixels land in the output and `top`/`left` the output rows/columns
+    /// cropped (input `iy` reaches output `iy * sh + ky - top` through tap `ky`); `dh`, `dw`
+    /// are 1, `depth_multiplier` 0 and the scales fixed-point.
+    TransposeConv(ConvOp),
+    /// Matrix product of two int8 activations (see [`MatMulOp`]).
+    BatchMatMul(MatMulOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -327,6 +338,9 @@ const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
 // movea: codes 56..=63
 const OP_SLICE: u32 = 56;
+// matmul: codes 72..=79
+const OP_TRANSPOSE_CONV: u32 = 72;
+const OP_BATCH_MATMUL: u32 = 73;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -364,6 +378,8 @@ impl Op {
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
             Op::Slice(_) => "Slice",
+            Op::TransposeConv(_) => "TransposeConv2D",
+            Op::BatchMatMul(_) => "BatchMatMul",
         }
     }
 
@@ -521,6 +537,8 @@ impl Op {
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
             Op::Slice(p) => p.put(w.put(OP_SLICE)),
+            Op::TransposeConv(p) => p.put(w.put(OP_TRANSPOSE_CONV)),
+            Op::BatchMatMul(p) => p.put(w.put(OP_BATCH_MATMUL)),
         }
         w.finish()
     }
@@ -659,6 +677,8 @@ impl Op {
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
             OP_SLICE => Op::Slice(SliceOp::get(&mut r)?),
+            OP_TRANSPOSE_CONV => Op::TransposeConv(ConvOp::get(&mut r)?),
+            OP_BATCH_MATMUL => Op::BatchMatMul(MatMulOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)
@@ -683,7 +703,7 @@ pub fn run(step: usize, words: &[u32], weights: &[u8], arena: &mut [u8]) -> Resu
 mod tests {
     use super::*;
 
-    fn all_ops() -> [Op; 15] {
+    fn all_ops() -> [Op; 17] {
         let (x, y) = (Buf::weights(16), Buf::arena(32));
         [
             Op::Copy { x, y, bytes: 7 },
@@ -887,6 +907,56 @@ mod tests {
                 len: 4,
                 lo: 0.0,
                 hi: 6.0,
+            }),
+            Op::TransposeConv(ConvOp {
+                x,
+                y,
+                w: Buf::weights(0),
+                bias: Buf::weights(4),
+                scale: Buf::weights(8),
+                x_elem: Elem::I8,
+                y_elem: Elem::I8,
+                w_elem: Elem::I8,
+                n: 1,
+                h: 2,
+                w_in: 2,
+                c: 1,
+                oh: 4,
+                ow: 4,
+                oc: 1,
+                kh: 2,
+                kw: 2,
+                sh: 2,
+                sw: 2,
+                dh: 1,
+                dw: 1,
+                top: 0,
+                left: 0,
+                depth_multiplier: 0,
+                x_zp: 0,
+                y_zp: 0,
+                lo: -128,
+                hi: 127,
+                float_scale: false,
+            }),
+            Op::BatchMatMul(MatMulOp {
+                a: x,
+                y,
+                b: Buf::arena(0),
+                batch_rank: 1,
+                batch: [2, 1, 1, 1, 1, 1],
+                a_batch: [2, 1, 1, 1, 1, 1],
+                b_batch: [1, 1, 1, 1, 1, 1],
+                m: 2,
+                k: 2,
+                n: 2,
+                adj_a: false,
+                adj_b: true,
+                za: 1,
+                zb: -1,
+                zo: 0,
+                multiplier: 1 << 30,
+                shift: 0,
             }),
         ]
     }

@@ -337,3 +337,31 @@ record! {
         pub size: [u32; MAX_RANK],
     }
 }
+
+record! {
+    /// BatchMatMul of two int8 tensors (TFLite's reference `BatchMatMul`, int8 path):
+    /// `y[b][i][j] = clamp(MultiplyByQuantizedMultiplier(sum_k (op(a)[i][k] - za) *
+    /// (op(b)[k][j] - zb), multiplier, shift) + zo)` where `op` transposes the last two axes when
+    /// `adj_a` / `adj_b` (then `a` is stored `[K, M]`, `b` `[N, K]`). The output's batch axes are
+    /// `batch[..batch_rank]`; `a_batch` / `b_batch` hold the inputs' batch axes aligned to them
+    /// (1 where an input broadcasts).
+    pub struct MatMulOp {
+        pub a: Buf,
+        pub y: Buf,
+        pub b: Buf,
+        pub batch_rank: u32,
+        pub batch: [u32; MAX_RANK],
+        pub a_batch: [u32; MAX_RANK],
+        pub b_batch: [u32; MAX_RANK],
+        pub m: u32,
+        pub k: u32,
+        pub n: u32,
+        pub adj_a: bool,
+        pub adj_b: bool,
+        pub za: i32,
+        pub zb: i32,
+        pub zo: i32,
+        pub multiplier: i32,
+        pub shift: i32,
+    }
+}

@@ -58,14 +58,14 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
 }
 
 /// Inputs and output of a weighted operator.
-struct Io {
-    x: TensorId,
-    w: TensorId,
-    bias: Option<TensorId>,
-    y: TensorId,
+pub(super) struct Io {
+    pub(super) x: TensorId,
+    pub(super) w: TensorId,
+    pub(super) bias: Option<TensorId>,
+    pub(super) y: TensorId,
 }
 
-fn io(op: &Op) -> Result<Io> {
+pub(super) fn io(op: &Op) -> Result<Io> {
     let (x, w, bias) = match op.inputs.as_slice() {
         [x, w] => (*x, *w, None),
         [x, w, b] => (*x, *w, Some(*b)),
@@ -323,7 +323,7 @@ fn flat_view(cx: &mut Lowering<'_>, op: &Op, t: TensorId, shape: [usize; 3]) -> 
 
 /// 8-bit inputs only: TFLite's 16x8 kernels (64-bit bias, 15-bit multipliers) are not lowered
 /// because nothing here can check them against a reference yet.
-fn check_ifm_type(cx: &Lowering<'_>, op: &Op, ifm: &FeatureMap) -> Result<()> {
+pub(super) fn check_ifm_type(cx: &Lowering<'_>, op: &Op, ifm: &FeatureMap) -> Result<()> {
     if matches!(ifm.dtype, ElemType::I8 | ElemType::U8) {
         Ok(())
     } else {
@@ -338,7 +338,7 @@ fn check_ifm_type(cx: &Lowering<'_>, op: &Op, ifm: &FeatureMap) -> Result<()> {
 }
 
 /// The raw 8-bit weight values of constant `w`.
-fn raw_weights(cx: &Lowering<'_>, op: &Op, w: TensorId) -> Result<Vec<i32>> {
+pub(super) fn raw_weights(cx: &Lowering<'_>, op: &Op, w: TensorId) -> Result<Vec<i32>> {
     let t = &cx.graph.tensors[w];
     let values: Vec<i32> = match t.dtype {
         DType::I8 => t.data_i8().map(|v| v.into_iter().map(i32::from).collect()),
@@ -369,7 +369,7 @@ fn raw_weights(cx: &Lowering<'_>, op: &Op, w: TensorId) -> Result<Vec<i32>> {
 }
 
 /// The weights' quantization, checked to have 1 or `channels` scales and zero points.
-fn weight_quant<'g>(
+pub(super) fn weight_quant<'g>(
     cx: &Lowering<'g>,
     op: &Op,
     w: TensorId,
@@ -397,7 +397,7 @@ fn weight_quant<'g>(
 }
 
 /// Scale/bias records for `n` output channels, and the OFM rounding they need.
-fn channel_scales(
+pub(super) fn channel_scales(
     cx: &Lowering<'_>,
     op: &Op,
     io: &Io,
@@ -486,7 +486,7 @@ struct WeightSet {
 }
 
 /// Checks the weight values and builds the encoder's input.
-fn finish_weights(
+pub(super) fn finish_weights(
     cx: &Lowering<'_>,
     op: &Op,
     shape: [usize; 4],

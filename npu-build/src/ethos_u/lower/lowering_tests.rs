@@ -1257,3 +1257,206 @@ fn float_resize_on_the_cpu() {
         }
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// matmul: transposed convolution phases, BatchMatMul on the CPU, 3-D fully connected.
+// ------------------------------------------------------------------------------------------
+
+/// A TransposeConv2D graph: `x_shape` NHWC, `out_c` x `kernel` weights, output `out_hw`.
+#[allow(clippy::too_many_arguments)]
+fn transpose_conv_graph(
+    rng: &mut Rng,
+    x_shape: [usize; 4],
+    out_c: usize,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    pad: (usize, usize),
+    out_hw: (usize, usize),
+    act: Activation,
+    with_bias: bool,
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", &x_shape, DType::I8, 0.04, 3);
+    let w = b.weights(rng, &[out_c, kernel.0, kernel.1, x_shape[3]], 0, out_c);
+    let mut inputs = vec![x, w];
+    if with_bias {
+        inputs.push(b.bias(rng, out_c, 0.04 * 0.002));
+    }
+    let y = b.output(
+        "y",
+        &[x_shape[0], out_hw.0, out_hw.1, out_c],
+        DType::I8,
+        0.05,
+        -4,
+    );
+    b.op(
+        OpKind::TransposeConv2d(crate::ir::TransposeConvAttrs {
+            stride,
+            pad_top: pad.0,
+            pad_left: pad.1,
+            activation: act,
+        }),
+        inputs,
+        vec![y],
+    );
+    b.g
+}
+
+#[test]
+fn transpose_conv_phases() {
+    let mut rng = Rng(21);
+    // (input, out channels, kernel, stride, crop, output size, activation, bias)
+    let cases = [
+        // SAME stride 2 (k 3: 8 -> 16), Vela's method too.
+        (
+            [1, 6, 5, 4],
+            5,
+            (3, 3),
+            (2, 2),
+            (0, 0),
+            (12, 10),
+            Activation::None,
+            true,
+        ),
+        // VALID stride 1.
+        (
+            [1, 5, 4, 3],
+            4,
+            (3, 2),
+            (1, 1),
+            (0, 0),
+            (7, 5),
+            Activation::Relu,
+            true,
+        ),
+        // Stride 3 above the kernel in x (bias-only phases), no bias.
+        (
+            [1, 4, 4, 2],
+            3,
+            (3, 2),
+            (3, 3),
+            (0, 0),
+            (12, 12),
+            Activation::None,
+            false,
+        ),
+        // Asymmetric strides, crops and an output_padding-style extra row and column.
+        (
+            [1, 5, 6, 3],
+            6,
+            (4, 3),
+            (2, 3),
+            (1, 2),
+            (10, 17),
+            Activation::Relu6,
+            true,
+        ),
+        // Stride 4, kernel 5, cropping 2.
+        (
+            [1, 3, 3, 5],
+            2,
+            (5, 5),
+            (4, 4),
+            (2, 2),
+            (12, 11),
+            Activation::None,
+            true,
+        ),
+        // Outputs beyond the full result (bias only) and a 1x1 kernel.
+        (
+            [1, 3, 2, 4],
+            3,
+            (1, 1),
+            (2, 2),
+            (0, 0),
+            (7, 5),
+            Activation::None,
+            true,
+        ),
+    ];
+    for (i, (x, oc, k, s, p, o, act, bias)) in cases.into_iter().enumerate() {
+        let g = transpose_conv_graph(&mut rng, x, oc, k, s, p, o, act, bias);
+        check_graph(g, &format!("tconv_case{i}"));
+    }
+}
+
+/// Reference == compiled (the partitioner puts what the NPU cannot run on the CPU) == every
+/// operator on the CPU kernels.
+fn check_graph_with_cpu(mut g: Graph, name: &str) {
+    g.name = name.into();
+    g.validate()
+        .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
+    let mut rng = Rng(0x51_7CC1_B727_220A ^ name.len() as u64);
+    for trial in 0..3 {
+        let inputs: Vec<Value> = g
+            .inputs
+            .iter()
+            .map(|&t| random_input(&mut rng, &g.tensors[t]))
+            .collect();
+        let want = crate::reference::run(&g, &inputs)
+            .unwrap_or_else(|e| panic!("{name}: reference failed: {e}"));
+        for (accel, got) in run_compiled(&g, &inputs) {
+            for (k, w) in want.iter().enumerate() {
+                if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), 1) {
+                    panic!("{name} trial {trial} output {k} on {accel}: {d}");
+                }
+            }
+        }
+        let got = run_all_cpu(&g, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, w) in want.iter().enumerate() {
+            if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), 1) {
+                panic!("{name} trial {trial} output {k} on the CPU kernels: {d}");
+            }
+        }
+    }
+}
+
+/// (a shape, b shape, adj_a, adj_b, output shape)
+type MatMulCase = (
+    &'static [usize],
+    &'static [usize],
+    bool,
+    bool,
+    &'static [usize],
+);
+
+#[test]
+fn batch_matmul_adjoints_and_broadcast() {
+    let cases: [MatMulCase; 5] = [
+        (&[1, 4, 8, 16], &[1, 4, 16, 8], false, false, &[1, 4, 8, 8]),
+        (&[2, 5, 3], &[2, 4, 5], true, true, &[2, 3, 4]),
+        (&[3, 6, 7], &[7, 2], false, false, &[3, 6, 2]),
+        (&[1, 7, 5], &[2, 3, 4, 5], false, true, &[2, 3, 7, 4]),
+        (&[9, 11], &[9, 10], true, false, &[11, 10]),
+    ];
+    for (i, (sa, sb, adj_a, adj_b, so)) in cases.into_iter().enumerate() {
+        let mut b = Builder::default();
+        let a = b.input("a", sa, DType::I8, 0.02, -3);
+        let bb = b.input("b", sb, DType::I8, 0.03, 5);
+        let y = b.output("y", so, DType::I8, 0.09, 2);
+        b.op(OpKind::BatchMatMul { adj_a, adj_b }, vec![a, bb], vec![y]);
+        check_graph_with_cpu(b.g, &format!("bmm_case{i}"));
+    }
+}
+
+#[test]
+fn fully_connected_three_d_keeps_rows() {
+    let mut rng = Rng(23);
+    let cases: [(&[usize], &[usize]); 2] = [(&[2, 6, 16], &[2, 6, 8]), (&[1, 5, 12], &[5, 8])];
+    for (shape, out) in cases {
+        let k = shape[2];
+        let mut b = Builder::default();
+        let x = b.input("x", shape, DType::I8, 0.03, -2);
+        let w = b.weights(&mut rng, &[8, k], 0, 8);
+        let bias = b.bias(&mut rng, 8, 0.03 * 0.002);
+        let y = b.output("y", out, DType::I8, 0.05, 7);
+        b.op(
+            OpKind::FullyConnected {
+                activation: Activation::None,
+            },
+            vec![x, w, bias],
+            vec![y],
+        );
+        check_graph(b.g, &format!("fc3d_{}", shape[0]));
+    }
+}

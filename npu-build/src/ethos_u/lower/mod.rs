@@ -26,6 +26,8 @@ mod resize;
 mod softmax;
 // movea
 mod slice;
+// matmul
+mod transpose_conv;
 
 /// State shared by the per-operator lowerings.
 pub struct Lowering<'g> {
@@ -371,6 +373,11 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
         )),
         OpKind::Slice { .. } => slice::lower(cx, op),
+        OpKind::TransposeConv2d(_) => transpose_conv::lower(cx, op),
+        OpKind::BatchMatMul { .. } => Err(cx.limit(
+            op,
+            "the NPU lowering has no matrix product of two activations; it runs on the CPU",
+        )),
     }
 }
 

@@ -816,3 +816,157 @@ fn gemm_trans_a_is_a_transposed_view() {
         crate::reference::run(&trans, &[Value::new(vec![4, 2], Data::I8(xt)).unwrap()]).unwrap();
     assert_eq!(a, b);
 }
+
+// matmul: ConvTranspose geometry (ONNX operator specification) and MatMul of activations.
+
+/// x[1, 2, in, in] -> ConvTranspose(attrs) with weights [2, 3, k, k] (per-channel along axis 1)
+/// -> y[1, 3, out, out].
+fn conv_transpose_model(attrs: Vec<A>, in_hw: i64, out_hw: i64, k: i64) -> M {
+    let nw = (2 * 3 * k * k) as usize;
+    let w: Vec<i8> = (0..nw)
+        .map(|i| (((i * 29) % 200) as i32 - 100) as i8)
+        .collect();
+    M::new()
+        .init(T::from_i8("w", &[2, 3, k, k], &w))
+        .init(T::from_f32("wq_s", &[3], &[0.01, 0.02, 0.03]))
+        .init(T::from_i8("wq_z", &[3], &[0, 0, 0]))
+        .node(
+            "DequantizeLinear",
+            &["w", "wq_s", "wq_z"],
+            &["w_dq"],
+            vec![A::int("axis", 1)],
+        )
+        .input("x", dt::INT8, &[1, 2, in_hw, in_hw])
+        .output("y", dt::INT8, &[1, 3, out_hw, out_hw])
+        .qparams("qi", 0.05, -1)
+        .qparams("qo", 0.2, 5)
+        .dq("x", "qi", "xd")
+        .node("ConvTranspose", &["xd", "w_dq"], &["c"], attrs)
+        .q("c", "qo", "y")
+}
+
+/// The model's TransposeConv2D (between the NCHW <-> NHWC transposes of its input and output).
+fn conv_transpose_op(g: &Graph) -> &crate::ir::Op {
+    g.ops
+        .iter()
+        .find(|op| matches!(op.kind, OpKind::TransposeConv2d(_)))
+        .unwrap_or_else(|| panic!("no transposed convolution in {:?}", kinds(g)))
+}
+
+fn conv_transpose_geometry(g: &Graph) -> ((usize, usize), usize, usize, Vec<usize>) {
+    let op = conv_transpose_op(g);
+    let OpKind::TransposeConv2d(a) = &op.kind else {
+        panic!("not a transposed convolution: {:?}", op.kind);
+    };
+    (
+        a.stride,
+        a.pad_top,
+        a.pad_left,
+        g.tensors[op.outputs[0]].shape.clone(),
+    )
+}
+
+#[test]
+fn conv_transpose_pads_output_padding_and_output_shape() {
+    // Full extent s * (in - 1) + output_padding + k = 2 * 3 + 1 + 3 = 10, minus pads 1 + 1.
+    let m = conv_transpose_model(
+        vec![
+            A::ints("strides", &[2, 2]),
+            A::ints("pads", &[1, 1, 1, 1]),
+            A::ints("output_padding", &[1, 1]),
+        ],
+        4,
+        8,
+        3,
+    );
+    let g = m.ok();
+    assert_eq!(kinds(&g), ["Transpose", "TransposeConv2D", "Transpose"]);
+    assert_eq!(
+        conv_transpose_geometry(&g),
+        ((2, 2), 1, 1, vec![1, 8, 8, 3])
+    );
+    // Weights [C_in, C_out, KH, KW] -> [C_out, KH, KW, C_in], scales along axis 0.
+    let w = &g.tensors[conv_transpose_op(&g).inputs[1]];
+    assert_eq!(w.shape, [3, 3, 3, 2]);
+    assert_eq!(w.quant.as_ref().unwrap().axis, Some(0));
+    // output_shape 7 of a full 9: total padding 2, the start gets total - total / 2 = 1.
+    let m = conv_transpose_model(
+        vec![
+            A::ints("strides", &[2, 2]),
+            A::ints("output_shape", &[7, 7]),
+        ],
+        4,
+        7,
+        3,
+    );
+    assert_eq!(
+        conv_transpose_geometry(&m.ok()),
+        ((2, 2), 1, 1, vec![1, 7, 7, 3])
+    );
+    // SAME_UPPER: output in * s = 8 of a full 9: the odd pixel of padding at the end.
+    let same = |mode: &str| {
+        conv_transpose_model(
+            vec![A::ints("strides", &[2, 2]), A::string("auto_pad", mode)],
+            4,
+            8,
+            3,
+        )
+        .ok()
+    };
+    assert_eq!(
+        conv_transpose_geometry(&same("SAME_UPPER")),
+        ((2, 2), 0, 0, vec![1, 8, 8, 3])
+    );
+    assert_eq!(
+        conv_transpose_geometry(&same("SAME_LOWER")),
+        ((2, 2), 1, 1, vec![1, 8, 8, 3])
+    );
+    // Negative end pads (tf2onnx): one output past the full extent of 4 * 2 + 3 = 11.
+    let m = conv_transpose_model(
+        vec![
+            A::ints("strides", &[4, 4]),
+            A::ints("pads", &[0, 0, -1, -1]),
+        ],
+        3,
+        12,
+        3,
+    );
+    assert_eq!(
+        conv_transpose_geometry(&m.ok()),
+        ((4, 4), 0, 0, vec![1, 12, 12, 3])
+    );
+    // Dilations and groups are refused by name.
+    let e = conv_transpose_model(vec![A::ints("dilations", &[2, 2])], 4, 8, 3)
+        .import()
+        .unwrap_err();
+    assert!(e.to_string().contains("dilations"), "{e}");
+    let e = conv_transpose_model(vec![A::int("group", 2)], 4, 6, 3)
+        .import()
+        .unwrap_err();
+    assert!(e.to_string().contains("group"), "{e}");
+}
+
+#[test]
+fn matmul_of_two_activations_is_batch_matmul() {
+    let m = M::new()
+        .input("a", dt::INT8, &[2, 3, 4])
+        .input("b", dt::INT8, &[4, 5])
+        .output("y", dt::INT8, &[2, 3, 5])
+        .qparams("qa", 0.05, -1)
+        .qparams("qb", 0.04, 2)
+        .qparams("qo", 0.3, 0)
+        .dq("a", "qa", "ad")
+        .dq("b", "qb", "bd")
+        .node("MatMul", &["ad", "bd"], &["p"], vec![])
+        .q("p", "qo", "y");
+    let g = m.ok();
+    assert_eq!(kinds(&g), ["BatchMatMul"]);
+    assert_eq!(
+        g.ops[0].kind,
+        OpKind::BatchMatMul {
+            adj_a: false,
+            adj_b: false
+        }
+    );
+    assert_eq!(g.tensors[g.ops[0].outputs[0]].shape, [2, 3, 5]);
+}

@@ -9,6 +9,7 @@ mod movement;
 use crate::error::{Error, Result};
 use crate::ir::{
     Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
+    TransposeConvAttrs,
 };
 
 /// TFLite operators the importer maps, by their schema names (sorted).
@@ -44,6 +45,9 @@ pub const SUPPORTED: &[&str] = &[
     "SQUEEZE",
     "STRIDED_SLICE",
     "UNPACK",
+    // matmul
+    "TRANSPOSE_CONV",
+    "BATCH_MATMUL",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -81,6 +85,8 @@ pub fn is_supported(code: i32) -> bool {
             | b::SQUEEZE
             | b::STRIDED_SLICE
             | b::UNPACK
+            | b::TRANSPOSE_CONV
+            | b::BATCH_MATMUL
     )
 }
 
@@ -210,6 +216,16 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     let out_index = usize::try_from(op.outputs[0])
         .map_err(|_| op.invalid(format!("output refers to tensor {}", op.outputs[0])))?;
     let output = im.tensor(out_index, false)?;
+    if op.code == b::TRANSPOSE_CONV {
+        // Inputs `[output_shape, weights, x, bias?]`: the data input is not input 0.
+        let (kind, inputs) = transpose_conv(im, op, output, &required, &input_at)?;
+        return Ok(Op {
+            name: im.graph.tensors[output].name.clone(),
+            kind,
+            inputs,
+            outputs: vec![output],
+        });
+    }
     let x = required(im, 0)?;
 
     let (kind, inputs) = match op.code {
@@ -537,6 +553,21 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Softmax { beta }, vec![x])
         }
+        b::BATCH_MATMUL => {
+            let (adj_a, adj_b, asym) = match op.options(options_type::BATCH_MATMUL) {
+                Some(o) => (
+                    ctx(o.bool(opts::BMM_ADJ_X, &what))?,
+                    ctx(o.bool(opts::BMM_ADJ_Y, &what))?,
+                    ctx(o.bool(opts::BMM_ASYMMETRIC_QUANTIZE_INPUTS, &what))?,
+                ),
+                None => (false, false, false),
+            };
+            if asym {
+                return Err(op.invalid("hybrid (asymmetric_quantize_inputs) mode is not supported"));
+            }
+            let y = required(im, 1)?;
+            (OpKind::BatchMatMul { adj_a, adj_b }, vec![x, y])
+        }
         b::QUANTIZE => (OpKind::Quantize, vec![x]),
         b::DEQUANTIZE => (OpKind::Dequantize, vec![x]),
         b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
@@ -556,6 +587,62 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
         inputs,
         outputs: vec![output],
     })
+}
+
+/// TRANSPOSE_CONV: inputs `[output_shape, weights [O, KH, KW, I], x, bias?]`. The padding is
+/// TFLite's `ComputePaddingHeightWidth` of the forward convolution that maps the output back
+/// onto the input (its "input" is our output); only the leading part is cropped, the rest of
+/// the full result beyond the output size is dropped.
+fn transpose_conv(
+    im: &mut Importer,
+    op: &RawOp,
+    output: TensorId,
+    required: &dyn Fn(&mut Importer, usize) -> Result<TensorId>,
+    input_at: &dyn Fn(&mut Importer, usize) -> Result<Option<TensorId>>,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let o = op.required_options(options_type::TRANSPOSE_CONV, "TransposeConvOptions")?;
+    let padding = ctx(o.i8(opts::PADDING, 0, &what))?;
+    let sw = positive(op, ctx(o.i32(opts::STRIDE_W, 0, &what))?, "stride_w")?;
+    let sh = positive(op, ctx(o.i32(opts::STRIDE_H, 0, &what))?, "stride_h")?;
+    let activation = activation(op, ctx(o.i8(opts::TCONV_ACTIVATION, 0, &what))?)?;
+    let shape_t = required(im, 0)?;
+    let w = required(im, 1)?;
+    let x = required(im, 2)?;
+    let bias = input_at(im, 3)?;
+    let xs = im.graph.tensors[x].shape.clone();
+    let ws = im.graph.tensors[w].shape.clone();
+    let os = im.graph.tensors[output].shape.clone();
+    if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
+        return Err(op.invalid(format!(
+            "input {xs:?}, filter {ws:?} and output {os:?} must all be 4-D"
+        )));
+    }
+    let want = const_ints(im, op, shape_t, "output_shape")?;
+    if want.len() != 4 || want.iter().zip(&os).any(|(&a, &b)| a != b as i64) {
+        return Err(op.invalid(format!(
+            "output_shape {want:?} does not match the output tensor {os:?}"
+        )));
+    }
+    if ws[3] != xs[3] || ws[0] != os[3] || xs[0] != os[0] {
+        return Err(op.invalid(format!(
+            "filter {ws:?} does not map input {xs:?} to output {os:?}"
+        )));
+    }
+    // `window` on the output size gives the forward convolution's padding.
+    let (_, pad_top, _) = window(op, padding, os[1], ws[1], sh, 1)?;
+    let (_, pad_left, _) = window(op, padding, os[2], ws[2], sw, 1)?;
+    let mut inputs = vec![x, w];
+    inputs.extend(bias);
+    Ok((
+        OpKind::TransposeConv2d(TransposeConvAttrs {
+            stride: (sh, sw),
+            pad_top,
+            pad_left,
+            activation,
+        }),
+        inputs,
+    ))
 }
 
 fn normalize_axis(op: &RawOp, axis: i64, rank: usize) -> Result<usize> {

@@ -98,6 +98,8 @@ pub mod options_type {
     pub const PACK: u8 = 59;
     pub const UNPACK: u8 = 64;
     pub const SPLIT_V: u8 = 79;
+    pub const TRANSPOSE_CONV: u8 = 49;
+    pub const BATCH_MATMUL: u8 = 101;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -143,6 +145,11 @@ pub mod opts {
     pub const UNPACK_NUM: usize = 0;
     pub const UNPACK_AXIS: usize = 1;
     pub const SHAPE_OUT_TYPE: usize = 0;
+    /// `TransposeConvOptions`: padding, stride_w, stride_h as Conv2DOptions, then:
+    pub const TCONV_ACTIVATION: usize = 3;
+    pub const BMM_ADJ_X: usize = 0;
+    pub const BMM_ADJ_Y: usize = 1;
+    pub const BMM_ASYMMETRIC_QUANTIZE_INPUTS: usize = 2;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -222,6 +229,8 @@ pub mod builtin {
     pub const PACK: i32 = 83;
     pub const UNPACK: i32 = 88;
     pub const SPLIT_V: i32 = 102;
+    pub const TRANSPOSE_CONV: i32 = 67;
+    pub const BATCH_MATMUL: i32 = 126;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

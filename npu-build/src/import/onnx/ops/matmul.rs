@@ -25,9 +25,7 @@ impl Builder {
     pub(crate) fn matmul(&mut self, n: &Node) -> Result<()> {
         n.max_inputs(2)?;
         if matches!(self.input(n, 1)?, Val::Deq(_)) {
-            return Err(
-                n.err("MatMul of two activations is not supported (B must be constant weights)")
-            );
+            return self.matmul_activations(n);
         }
         let wq = self.weights_input(n, 1)?;
         let [k, out_ch] = wq.c.dims[..] else {

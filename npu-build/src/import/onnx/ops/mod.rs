@@ -10,6 +10,8 @@ mod softmax;
 mod weights;
 // movea
 pub(crate) mod slice;
+// matmul
+mod transpose_conv;
 
 use super::builder::{Builder, Pending, Val};
 use super::fold;
@@ -50,6 +52,8 @@ const SUPPORTED: &[&str] = &[
     // movea
     "Slice",
     "Split",
+    // matmul
+    "ConvTranspose",
 ];
 
 /// The supported operator list for error messages.
@@ -79,6 +83,8 @@ impl Builder {
             "Conv" => self.conv(n),
             "MatMul" => self.matmul(n),
             "Gemm" => self.gemm(n),
+            // matmul: MatMul + Add(bias) of a 3-D input (tf2onnx's Dense) is one FullyConnected.
+            "Add" if self.fold_fc_bias(n)? => Ok(()),
             "Add" | "Sub" | "Mul" => self.binary(n),
             "Relu" | "Clip" | "Max" | "Min" => self.activation(n),
             "AveragePool" | "MaxPool" => self.pool(n),
@@ -97,6 +103,7 @@ impl Builder {
             // movea
             "Slice" => self.slice(n),
             "Split" => self.split(n),
+            "ConvTranspose" => self.conv_transpose(n),
             _ => Err(self.unsupported(n)),
         }
     }
