@@ -200,6 +200,15 @@ fixture_tests! {
     op_resize_nearest: "op_resize_nearest", [];
     op_softmax: "op_softmax", [];
     mv2_224: "mv2_224", [];
+    // moveb
+    // tf2onnx writes these on the int8 tensors directly, with no quantization anywhere.
+    op_transpose: "op_transpose", [0];
+    op_tile: "op_tile", [0];
+    op_mirror_pad: "op_mirror_pad", [];
+    op_reverse: "op_reverse", [];
+    op_gather: "op_gather", [0];
+    op_depth_to_space: "op_depth_to_space", [0];
+    op_space_to_depth: "op_space_to_depth", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -223,6 +232,14 @@ fn every_fixture_is_listed() {
         "op_resize_nearest",
         "op_softmax",
         "mv2_224",
+        // moveb
+        "op_transpose",
+        "op_tile",
+        "op_mirror_pad",
+        "op_reverse",
+        "op_gather",
+        "op_depth_to_space",
+        "op_space_to_depth",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -124,6 +124,14 @@ fixture_tests!(
     op_resize_nearest,
     op_softmax,
     mv2_224,
+    // moveb
+    op_transpose,
+    op_tile,
+    op_mirror_pad,
+    op_reverse,
+    op_gather,
+    op_depth_to_space,
+    op_space_to_depth,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

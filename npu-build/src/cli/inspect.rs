@@ -183,6 +183,14 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Softmax { beta } => format!("beta {beta}"),
         OpKind::Transpose { perm } => format!("perm {perm:?}"),
         OpKind::Activation(a) => act_str(*a),
+        OpKind::Tile { multiples } => format!("multiples {multiples:?}"),
+        OpKind::MirrorPad { pads, mode } => format!("pads {pads:?}, mode {}", mode.name()),
+        OpKind::Reverse { axes } => format!("axes {axes:?}"),
+        OpKind::Gather { axis, indices } => format!("axis {axis}, indices {indices:?}"),
+        OpKind::DepthToSpace { block, crd } => {
+            format!("block {block}, {}", if *crd { "CRD" } else { "DCR" })
+        }
+        OpKind::SpaceToDepth { block } => format!("block {block}"),
     }
 }
 

@@ -6,7 +6,8 @@
 
 use npu_rt::cpu::{
     BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
-    FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, ResizeOp,
+    FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, RemapOp,
+    ResizeOp,
 };
 
 use crate::error::{Error, Result};
@@ -16,6 +17,7 @@ use crate::reference::binary::Params as BinaryPrep;
 use crate::reference::conv::{Geometry, Weighted};
 use crate::reference::convert::ActKind;
 use crate::reference::movement::Requant;
+use crate::reference::remap::RemapPlan;
 use crate::reference::softmax::Kind as SoftmaxKind;
 use crate::reference::util::Rescale;
 
@@ -252,7 +254,71 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             half_pixel_centers,
         } => resize(g, op, *mode, *align_corners, *half_pixel_centers, at),
         OpKind::Concat { .. } => Err(node_err(op, "internal: Concat takes one op per input")),
+        OpKind::Tile { .. }
+        | OpKind::MirrorPad { .. }
+        | OpKind::Reverse { .. }
+        | OpKind::Gather { .. } => remap(g, op, at),
+        OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => space_depth(g, op, at),
     }
+}
+
+/// Tile, MirrorPad, Reverse, Gather: the reference's [`RemapPlan`] as tables of input element
+/// offsets.
+fn remap(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    // RemapPlan::of checks one input and one output.
+    let plan = RemapPlan::of(g, op)?;
+    let (x, y) = (op.inputs[0], op.outputs[0]);
+    let requant = Requant::between(g, op, x, y)?;
+    let elem = elem(op, g, x)?;
+    let (rank, in_shape) = shape6(op, &plan.in_shape)?;
+    let (_, out_shape) = shape6(op, &plan.out_shape)?;
+    let in_strides = reference::util::strides(&plan.in_shape);
+    let mut table = Vec::new();
+    for (map, &s) in plan.maps.iter().zip(&in_strides) {
+        for &i in map {
+            let off = i
+                .checked_mul(s)
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| node_err(op, "tensor too large for a CPU kernel"))?;
+            table.extend_from_slice(&off.to_le_bytes());
+        }
+    }
+    count(op, g, y)?;
+    Ok(CpuOp::Remap(RemapOp {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        table: at.constant(&table)?,
+        elem,
+        rank,
+        in_shape,
+        out_shape,
+        requant: out_requant(requant),
+    }))
+}
+
+/// DepthToSpace and SpaceToDepth: the reference's rank-6 transpose.
+fn space_depth(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    let (view, perm) = reference::remap::space_depth_transpose(g, op)?;
+    let (x, y) = one_in_one_out(op, g)?;
+    if Requant::between(g, op, x, y)?.is_some() {
+        return Err(node_err(
+            op,
+            "input and output are quantized differently; the CPU transpose only moves bytes",
+        ));
+    }
+    let (rank, shape) = shape6(op, &view)?;
+    let mut p = [0u32; MAX_RANK];
+    for (d, &q) in p.iter_mut().zip(&perm) {
+        *d = u32_of(op, q)?;
+    }
+    Ok(CpuOp::Transpose {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        elem_bytes: g.tensors[x].dtype.size() as u32,
+        rank,
+        shape,
+        perm: p,
+    })
 }
 
 fn activation(g: &Graph, op: &Op, act: Activation, at: &mut dyn Operands) -> Result<CpuOp> {

@@ -270,6 +270,48 @@ pub enum OpKind {
     Dequantize,
     /// A stand-alone activation (not fused into a producer). inputs: `[x]`.
     Activation(Activation),
+    /// inputs: `[x]`; `out.shape[d] = in.shape[d] * multiples[d]`, the input repeated.
+    Tile { multiples: Vec<usize> },
+    /// inputs: `[x]`; `pads[d] = (before, after)` filled from the input itself (see [`PadMode`]).
+    MirrorPad {
+        pads: Vec<(usize, usize)>,
+        mode: PadMode,
+    },
+    /// inputs: `[x]`; the order of elements reversed along each of `axes` (sorted, unique).
+    Reverse { axes: Vec<usize> },
+    /// inputs: `[x]`; slices of `x` along `axis` at the constant `indices` (each `< x.shape[axis]`,
+    /// negative ones already wrapped). The output is `x.shape[..axis] ++ indices_shape ++
+    /// x.shape[axis + 1..]`; `indices` is the index tensor flattened in row-major order.
+    Gather { axis: usize, indices: Vec<usize> },
+    /// inputs: `[x]` NHWC; `[N, H, W, C * b * b] -> [N, H * b, W * b, C]`. Output pixel
+    /// `(h * b + i, w * b + j)` channel `c` reads input channel `(i * b + j) * C + c` (TFLite,
+    /// ONNX `DCR`) or `c * b * b + i * b + j` (ONNX `CRD`, `crd = true`).
+    DepthToSpace { block: usize, crd: bool },
+    /// inputs: `[x]` NHWC; `[N, H * b, W * b, C] -> [N, H, W, C * b * b]`, the inverse of
+    /// [`OpKind::DepthToSpace`] in `DCR` order.
+    SpaceToDepth { block: usize },
+}
+
+/// How [`OpKind::MirrorPad`] fills the border.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// Mirror without repeating the edge (`abc -> cb|abc|ba`); pads `< dim`.
+    Reflect,
+    /// Mirror repeating the edge (`abc -> ba|abc|cb`); pads `<= dim`.
+    Symmetric,
+    /// Repeat the edge element (ONNX `Pad` mode `edge`); any pad on a non-empty dimension.
+    Edge,
+}
+
+impl PadMode {
+    /// Lower-case name as printed by tools.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PadMode::Reflect => "reflect",
+            PadMode::Symmetric => "symmetric",
+            PadMode::Edge => "edge",
+        }
+    }
 }
 
 impl OpKind {
@@ -294,6 +336,12 @@ impl OpKind {
             OpKind::Quantize => "Quantize",
             OpKind::Dequantize => "Dequantize",
             OpKind::Activation(_) => "Activation",
+            OpKind::Tile { .. } => "Tile",
+            OpKind::MirrorPad { .. } => "MirrorPad",
+            OpKind::Reverse { .. } => "Reverse",
+            OpKind::Gather { .. } => "Gather",
+            OpKind::DepthToSpace { .. } => "DepthToSpace",
+            OpKind::SpaceToDepth { .. } => "SpaceToDepth",
         }
     }
 }

@@ -18,6 +18,7 @@ pub(crate) mod conv;
 pub(crate) mod convert;
 pub(crate) mod movement;
 pub(crate) mod pool;
+pub(crate) mod remap;
 pub(crate) mod softmax;
 pub(crate) mod util;
 
@@ -283,6 +284,13 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Quantize => convert::Quantize::prepare(g, op),
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
+        OpKind::Tile { .. }
+        | OpKind::MirrorPad { .. }
+        | OpKind::Reverse { .. }
+        | OpKind::Gather { .. } => remap::Remap::prepare(g, op),
+        OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => {
+            remap::prepare_space_depth(g, op)
+        }
     }
 }
 

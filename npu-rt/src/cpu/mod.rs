@@ -37,7 +37,8 @@ mod words;
 
 pub use elem::Elem;
 pub use params::{
-    ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, ResizeOp,
+    ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, RemapOp,
+    ResizeOp,
 };
 
 use crate::error::Error;
@@ -179,6 +180,8 @@ pub enum Op {
     SoftmaxF32(FloatSoftmaxOp),
     /// Clamp of f32 values (see [`FloatClampOp`]).
     ClampF32(FloatClampOp),
+    /// Tile, MirrorPad, Reverse or Gather as a separable index map (see [`RemapOp`]).
+    Remap(RemapOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -319,6 +322,8 @@ const OP_RESIZE: u32 = 12;
 const OP_CONCAT: u32 = 13;
 const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
+// Codes 64..=71: permutes and gathers.
+const OP_REMAP: u32 = 64;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -355,6 +360,7 @@ impl Op {
             Op::Concat(_) => "Concat",
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
+            Op::Remap(_) => "Remap",
         }
     }
 
@@ -511,6 +517,7 @@ impl Op {
             Op::Concat(p) => p.put(w.put(OP_CONCAT)),
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
+            Op::Remap(p) => p.put(w.put(OP_REMAP)),
         }
         w.finish()
     }
@@ -648,6 +655,7 @@ impl Op {
             OP_CONCAT => Op::Concat(ConcatOp::get(&mut r)?),
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
+            OP_REMAP => Op::Remap(RemapOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

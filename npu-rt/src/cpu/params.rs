@@ -304,3 +304,21 @@ record! {
         pub hi: f32,
     }
 }
+
+record! {
+    /// A separable index map (Tile, MirrorPad, Reverse, Gather): output element
+    /// `(o_0, .., o_r)` of `out_shape` is input element `sum_d table_d[o_d]` of a tensor of
+    /// `in_shape` (first `rank` entries each). `table` (read-only region) holds, dimension after
+    /// dimension, `out_shape[d]` u32 input element offsets (coordinate times stride), decided at
+    /// compile time. Then `requant` (integers only).
+    pub struct RemapOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub table: Buf,
+        pub elem: Elem,
+        pub rank: u32,
+        pub in_shape: [u32; MAX_RANK],
+        pub out_shape: [u32; MAX_RANK],
+        pub requant: OutRequant,
+    }
+}

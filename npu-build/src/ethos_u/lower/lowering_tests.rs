@@ -1257,3 +1257,7 @@ fn float_resize_on_the_cpu() {
         }
     }
 }
+
+// moveb: permutes and gathers.
+#[path = "lowering_tests/permute.rs"]
+mod permute;

@@ -21,6 +21,7 @@ mod elementwise;
 mod lut;
 mod mean;
 mod pad;
+mod permute;
 mod pool;
 mod resize;
 mod softmax;
@@ -364,10 +365,16 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Pad { .. } => pad::lower(cx, op),
         OpKind::Resize { .. } => resize::lower(cx, op),
         OpKind::Softmax { .. } => softmax::lower(cx, op),
-        OpKind::Transpose { .. } | OpKind::Dequantize => Err(cx.limit(
-            op,
-            "the NPU lowering has no transpose/dequantize; these run on the CPU",
-        )),
+        OpKind::Dequantize => {
+            Err(cx.limit(op, "the NPU lowering has no dequantize; it runs on the CPU"))
+        }
+        OpKind::Transpose { .. }
+        | OpKind::Tile { .. }
+        | OpKind::MirrorPad { .. }
+        | OpKind::Reverse { .. }
+        | OpKind::Gather { .. }
+        | OpKind::DepthToSpace { .. }
+        | OpKind::SpaceToDepth { .. } => permute::lower(cx, op),
     }
 }
 

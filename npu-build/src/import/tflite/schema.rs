@@ -91,6 +91,11 @@ pub mod options_type {
     pub const REDUCER: u8 = 27;
     pub const SUB: u8 = 28;
     pub const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
+    // moveb
+    pub const SPACE_TO_DEPTH: u8 = 19;
+    pub const GATHER: u8 = 23;
+    pub const MIRROR_PAD: u8 = 77;
+    pub const DEPTH_TO_SPACE: u8 = 94;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -122,6 +127,13 @@ pub mod opts {
     pub const BILINEAR_HALF_PIXEL_CENTERS: usize = 3;
     pub const NEAREST_ALIGN_CORNERS: usize = 0;
     pub const NEAREST_HALF_PIXEL_CENTERS: usize = 1;
+    // moveb
+    /// `SpaceToDepthOptions` and `DepthToSpaceOptions`.
+    pub const BLOCK_SIZE: usize = 0;
+    pub const GATHER_AXIS: usize = 0;
+    pub const GATHER_BATCH_DIMS: usize = 1;
+    /// `MirrorPadOptions.mode`: 0 REFLECT, 1 SYMMETRIC.
+    pub const MIRROR_PAD_MODE: usize = 0;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -191,6 +203,14 @@ pub mod builtin {
     pub const PADV2: i32 = 60;
     pub const RESIZE_NEAREST_NEIGHBOR: i32 = 97;
     pub const QUANTIZE: i32 = 114;
+    // moveb
+    pub const DEPTH_TO_SPACE: i32 = 5;
+    pub const SPACE_TO_DEPTH: i32 = 26;
+    pub const GATHER: i32 = 36;
+    pub const TRANSPOSE: i32 = 39;
+    pub const TILE: i32 = 69;
+    pub const MIRROR_PAD: i32 = 100;
+    pub const REVERSE_V2: i32 = 105;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -3,6 +3,7 @@
 mod conv;
 pub(crate) mod elementwise;
 mod matmul;
+mod permute;
 mod pool;
 mod resize;
 pub(crate) mod shape;
@@ -45,6 +46,12 @@ const SUPPORTED: &[&str] = &[
     "Sub",
     "Transpose",
     "Unsqueeze",
+    // moveb
+    "DepthToSpace",
+    "Gather",
+    "ReverseSequence",
+    "SpaceToDepth",
+    "Tile",
 ];
 
 /// The supported operator list for error messages.
@@ -89,6 +96,11 @@ impl Builder {
             }
             "Pad" => self.pad(n),
             "Resize" => self.resize(n),
+            // moveb
+            "Tile" => self.tile(n),
+            "ReverseSequence" => self.reverse_sequence(n),
+            "Gather" => self.gather(n),
+            "DepthToSpace" | "SpaceToDepth" => self.space_depth(n),
             _ => Err(self.unsupported(n)),
         }
     }

@@ -1,0 +1,320 @@
+//! Permutes and gathers on synthetic graphs: every attribute form the fixtures lack, compiled
+//! for every accelerator and simulated, the lowered program where the NPU takes the operator,
+//! and the CPU kernels, each byte for byte against the reference interpreter.
+
+use super::{Builder, Rng, diff, random_input, run_all_cpu, run_compiled, run_program};
+use crate::ir::{DType, Graph, OpKind, PadMode};
+use crate::value::Value;
+
+/// Reference == every compiled target (NPU where the lowering takes it, CPU otherwise) == the
+/// CPU kernels; `npu` says whether the whole graph must lower to the NPU.
+fn check(mut g: Graph, name: &str, npu: bool) {
+    g.name = name.into();
+    g.validate()
+        .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
+    let lowered = super::super::super::lower(&g, &npu_rt::ethos_u::config::ETHOS_U55_128);
+    assert_eq!(
+        lowered.is_ok(),
+        npu,
+        "{name}: NPU lowering {:?}",
+        lowered.err().map(|e| e.to_string())
+    );
+    let mut rng = Rng(0x5EED_0000 ^ name.len() as u64 ^ (name.as_bytes()[name.len() - 1] as u64));
+    for trial in 0..2 {
+        let inputs: Vec<Value> = g
+            .inputs
+            .iter()
+            .map(|&t| random_input(&mut rng, &g.tensors[t]))
+            .collect();
+        let want = crate::reference::run(&g, &inputs)
+            .unwrap_or_else(|e| panic!("{name}: reference failed: {e}"));
+        let w = want[0].data.to_le_bytes();
+        let size = want[0].dtype().size();
+        if npu {
+            let got = run_program(&g, &inputs);
+            if let Some(d) = diff(&got[0], &w, size) {
+                panic!("{name} trial {trial}: lowered program: {d}");
+            }
+        }
+        for (accel, got) in run_compiled(&g, &inputs) {
+            if let Some(d) = diff(&got[0], &w, size) {
+                panic!("{name} trial {trial} on {accel}: {d}");
+            }
+        }
+        let got = run_all_cpu(&g, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(d) = diff(&got[0], &w, size) {
+            panic!("{name} trial {trial} on the CPU kernels: {d}");
+        }
+    }
+}
+
+/// One operator from `x_shape` to `y_shape`, quantization (0.05, 3) in and `out_q` out.
+fn one_op(
+    kind: OpKind,
+    x_shape: &[usize],
+    y_shape: &[usize],
+    dtype: DType,
+    out_q: (f32, i32),
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", x_shape, dtype, 0.05, 3);
+    let y = b.output("y", y_shape, dtype, out_q.0, out_q.1);
+    b.op(kind, vec![x], vec![y]);
+    b.g
+}
+
+fn permuted(shape: &[usize], perm: &[usize]) -> Vec<usize> {
+    perm.iter().map(|&p| shape[p]).collect()
+}
+
+#[test]
+fn transposes_of_every_rank_on_the_npu() {
+    let cases: &[(&[usize], &[usize], DType)] = &[
+        (&[1, 4, 8, 16], &[0, 2, 1, 3], DType::I8),
+        (&[1, 3, 4, 5], &[0, 3, 1, 2], DType::I8),
+        (&[1, 3, 4, 5], &[0, 2, 3, 1], DType::U8),
+        (&[1, 3, 4, 5], &[0, 1, 3, 2], DType::I16),
+        (&[2, 3, 4, 5], &[3, 2, 1, 0], DType::I8),
+        (&[5, 7], &[1, 0], DType::I8),
+        (&[3, 4, 6], &[2, 0, 1], DType::I16),
+        (&[2, 3, 1, 4, 5], &[4, 0, 2, 1, 3], DType::I8),
+        (&[6], &[0], DType::I8),
+    ];
+    for (k, (shape, perm, dt)) in cases.iter().enumerate() {
+        let g = one_op(
+            OpKind::Transpose {
+                perm: perm.to_vec(),
+            },
+            shape,
+            &permuted(shape, perm),
+            *dt,
+            (0.05, 3),
+        );
+        check(g, &format!("transpose{k}"), true);
+    }
+}
+
+#[test]
+fn transposes_needing_many_copies_run_on_the_cpu() {
+    // Four dimensions of 9, none innermost in both: two unrolled, 81 copies > MAX_COPIES.
+    let g = one_op(
+        OpKind::Transpose {
+            perm: vec![3, 2, 1, 0],
+        },
+        &[9, 9, 9, 9],
+        &[9, 9, 9, 9],
+        DType::I8,
+        (0.05, 3),
+    );
+    check(g, "transpose_cpu", false);
+}
+
+#[test]
+fn tiles() {
+    let cases: &[(&[usize], &[usize], DType)] = &[
+        (&[1, 4, 4, 8], &[1, 2, 3, 1], DType::I8),
+        (&[1, 2, 3, 4], &[1, 2, 2, 3], DType::I16),
+        (&[2, 3, 4], &[3, 1, 2], DType::U8),
+        (&[3, 5], &[2, 2], DType::I8),
+        (&[1, 2, 2, 2], &[1, 1, 1, 1], DType::I8),
+    ];
+    for (k, (shape, m, dt)) in cases.iter().enumerate() {
+        let out: Vec<usize> = shape.iter().zip(m.iter()).map(|(a, b)| a * b).collect();
+        let g = one_op(
+            OpKind::Tile {
+                multiples: m.to_vec(),
+            },
+            shape,
+            &out,
+            *dt,
+            (0.05, 3),
+        );
+        check(g, &format!("tile{k}"), true);
+    }
+}
+
+#[test]
+fn mirror_pads_in_every_mode() {
+    // The copy counts: runs of consecutive source rows times columns times channel runs.
+    type Case<'a> = (PadMode, &'a [usize], &'a [(usize, usize)], bool);
+    let cases: &[Case] = &[
+        // 4 x 4 copies.
+        (
+            PadMode::Reflect,
+            &[1, 8, 8, 16],
+            &[(0, 0), (1, 2), (2, 1), (0, 0)],
+            true,
+        ),
+        // 4 x 4 x 3 (channels padded too).
+        (
+            PadMode::Reflect,
+            &[1, 5, 6, 3],
+            &[(0, 0), (2, 1), (1, 2), (1, 1)],
+            true,
+        ),
+        // Pads of the whole size: 7 x 9 x 4 = 252 copies, the CPU.
+        (
+            PadMode::Symmetric,
+            &[1, 5, 6, 3],
+            &[(0, 0), (5, 1), (2, 6), (0, 3)],
+            false,
+        ),
+        // 9 x 7 = 63 copies.
+        (
+            PadMode::Edge,
+            &[1, 3, 4, 2],
+            &[(0, 0), (6, 2), (1, 5), (0, 0)],
+            true,
+        ),
+        // 7 x 5.
+        (PadMode::Symmetric, &[4, 3], &[(2, 4), (3, 1)], true),
+        // Three padded dimensions: 5 x 5 x 5 = 125 copies, the CPU.
+        (
+            PadMode::Reflect,
+            &[3, 4, 5],
+            &[(2, 2), (1, 3), (2, 2)],
+            false,
+        ),
+    ];
+    for (k, (mode, shape, pads, npu)) in cases.iter().enumerate() {
+        let out: Vec<usize> = shape
+            .iter()
+            .zip(pads.iter())
+            .map(|(d, (a, b))| d + a + b)
+            .collect();
+        let g = one_op(
+            OpKind::MirrorPad {
+                pads: pads.to_vec(),
+                mode: *mode,
+            },
+            shape,
+            &out,
+            DType::I8,
+            (0.05, 3),
+        );
+        check(g, &format!("mirror_pad{k}"), *npu);
+    }
+}
+
+#[test]
+fn reverses_along_any_axes() {
+    let cases: &[(&[usize], &[usize], bool)] = &[
+        (&[1, 8, 8, 16], &[2], true),
+        (&[1, 8, 8, 16], &[1], true),
+        (&[1, 4, 5, 6], &[3], true),
+        (&[1, 4, 5, 3], &[1, 2, 3], true),
+        (&[7, 9], &[0, 1], true),
+        // 128 rows to reverse one by one: the CPU.
+        (&[1, 128, 2, 3], &[1], false),
+    ];
+    for (k, (shape, axes, npu)) in cases.iter().enumerate() {
+        let g = one_op(
+            OpKind::Reverse {
+                axes: axes.to_vec(),
+            },
+            shape,
+            shape,
+            DType::I8,
+            (0.05, 3),
+        );
+        check(g, &format!("reverse{k}"), *npu);
+    }
+}
+
+#[test]
+fn gathers_along_any_axis() {
+    type Case<'a> = (&'a [usize], usize, &'a [usize], &'a [usize]);
+    let cases: &[Case] = &[
+        (
+            &[1, 8, 8, 16],
+            3,
+            &[3, 1, 4, 1, 5, 9, 2, 6, 15, 0],
+            &[1, 8, 8, 10],
+        ),
+        (&[1, 6, 5, 4], 1, &[5, 0, 1, 2, 2], &[1, 5, 5, 4]),
+        (&[1, 6, 5, 4], 2, &[4, 4, 3], &[1, 6, 3, 4]),
+        (&[10, 3], 0, &[9, 2, 3, 4, 0], &[5, 3]),
+        // Indices [2, 2] of shape [2, 2]: the output rank grows.
+        (&[4, 6], 1, &[0, 1, 5, 5], &[4, 2, 2]),
+    ];
+    for (k, (shape, axis, idx, out)) in cases.iter().enumerate() {
+        let g = one_op(
+            OpKind::Gather {
+                axis: *axis,
+                indices: idx.to_vec(),
+            },
+            shape,
+            out,
+            DType::I8,
+            (0.05, 3),
+        );
+        check(g, &format!("gather{k}"), true);
+    }
+}
+
+#[test]
+fn depth_to_space_and_back() {
+    let cases: &[(OpKind, &[usize], &[usize])] = &[
+        (
+            OpKind::DepthToSpace {
+                block: 2,
+                crd: false,
+            },
+            &[1, 4, 4, 16],
+            &[1, 8, 8, 4],
+        ),
+        (
+            OpKind::DepthToSpace {
+                block: 2,
+                crd: true,
+            },
+            &[1, 3, 5, 8],
+            &[1, 6, 10, 2],
+        ),
+        (
+            OpKind::DepthToSpace {
+                block: 3,
+                crd: false,
+            },
+            &[1, 2, 3, 18],
+            &[1, 6, 9, 2],
+        ),
+        (
+            OpKind::SpaceToDepth { block: 2 },
+            &[1, 8, 8, 4],
+            &[1, 4, 4, 16],
+        ),
+        (
+            OpKind::SpaceToDepth { block: 3 },
+            &[1, 6, 9, 2],
+            &[1, 2, 3, 18],
+        ),
+    ];
+    for (k, (kind, x, y)) in cases.iter().enumerate() {
+        let g = one_op(kind.clone(), x, y, DType::I8, (0.05, 3));
+        check(g, &format!("space_depth{k}"), true);
+    }
+}
+
+#[test]
+fn requantizing_movements_run_on_the_cpu() {
+    // An ONNX model may quantize the output differently: the NPU copies decline.
+    let g = one_op(
+        OpKind::Tile {
+            multiples: vec![1, 2, 1, 1],
+        },
+        &[1, 3, 4, 5],
+        &[1, 6, 4, 5],
+        DType::I8,
+        (0.1, -7),
+    );
+    check(g, "tile_requant", false);
+    let g = one_op(
+        OpKind::Reverse { axes: vec![2] },
+        &[1, 3, 4, 5],
+        &[1, 3, 4, 5],
+        DType::I16,
+        (0.02, 0),
+    );
+    check(g, "reverse_requant", false);
+}
