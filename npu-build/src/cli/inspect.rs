@@ -191,6 +191,8 @@ fn attrs(kind: &OpKind) -> String {
             format!("block {block}, {}", if *crd { "CRD" } else { "DCR" })
         }
         OpKind::SpaceToDepth { block } => format!("block {block}"),
+        OpKind::SpaceToBatch { block, pads } => format!("block {block:?}, pads {pads:?}"),
+        OpKind::BatchToSpace { block, crops } => format!("block {block:?}, crops {crops:?}"),
     }
 }
 

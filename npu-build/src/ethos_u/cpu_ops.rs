@@ -5,7 +5,7 @@
 //! CPU kernel computes what the reference computes, bit for bit.
 
 use npu_rt::cpu::{
-    BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
+    BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
     FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, RemapOp,
     ResizeOp,
 };
@@ -259,7 +259,38 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         | OpKind::Reverse { .. }
         | OpKind::Gather { .. } => remap(g, op, at),
         OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => space_depth(g, op, at),
+        OpKind::SpaceToBatch { .. } | OpKind::BatchToSpace { .. } => batch_space(g, op, at),
     }
+}
+
+/// SpaceToBatch and BatchToSpace: the reference's geometry.
+fn batch_space(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    let b = reference::remap::BatchSpace::of(g, op)?;
+    let (x, y) = (op.inputs[0], op.outputs[0]);
+    let requant = Requant::between(g, op, x, y)?;
+    let elem = elem(op, g, x)?;
+    count(op, g, y)?;
+    count(op, g, x)?;
+    let u = |v: usize| u32_of(op, v);
+    Ok(CpuOp::BatchSpace(BatchSpaceOp {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        elem,
+        to_batch: b.to_batch,
+        n: u(b.n)?,
+        h: u(b.h)?,
+        w: u(b.w)?,
+        c: u(b.c)?,
+        on: u(b.on)?,
+        oh: u(b.oh)?,
+        ow: u(b.ow)?,
+        bh: u(b.bh)?,
+        bw: u(b.bw)?,
+        top: u(b.top)?,
+        left: u(b.left)?,
+        pad: b.pad as u32,
+        requant: out_requant(requant),
+    }))
 }
 
 /// Tile, MirrorPad, Reverse, Gather: the reference's [`RemapPlan`] as tables of input element

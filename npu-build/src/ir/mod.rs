@@ -290,6 +290,18 @@ pub enum OpKind {
     /// inputs: `[x]` NHWC; `[N, H * b, W * b, C] -> [N, H, W, C * b * b]`, the inverse of
     /// [`OpKind::DepthToSpace`] in `DCR` order.
     SpaceToDepth { block: usize },
+    /// inputs: `[x]` `[N, H, W, C]` (or `[N, H, C]` with `block.1 = 1`): padded by `pads`
+    /// (`[(top, bottom), (left, right)]`, with the output zero point), then
+    /// `out[(i * bw + j) * N + n, h, w, c] = padded[n, h * bh + i, w * bw + j, c]`.
+    SpaceToBatch {
+        block: (usize, usize),
+        pads: [(usize, usize); 2],
+    },
+    /// inputs: `[x]`; the inverse of [`OpKind::SpaceToBatch`], cropping `crops` from the result.
+    BatchToSpace {
+        block: (usize, usize),
+        crops: [(usize, usize); 2],
+    },
 }
 
 /// How [`OpKind::MirrorPad`] fills the border.
@@ -342,6 +354,8 @@ impl OpKind {
             OpKind::Gather { .. } => "Gather",
             OpKind::DepthToSpace { .. } => "DepthToSpace",
             OpKind::SpaceToDepth { .. } => "SpaceToDepth",
+            OpKind::SpaceToBatch { .. } => "SpaceToBatch",
+            OpKind::BatchToSpace { .. } => "BatchToSpace",
         }
     }
 }

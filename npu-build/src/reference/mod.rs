@@ -291,6 +291,9 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => {
             remap::prepare_space_depth(g, op)
         }
+        OpKind::SpaceToBatch { .. } | OpKind::BatchToSpace { .. } => {
+            remap::BatchSpaceKernel::prepare(g, op)
+        }
     }
 }
 

@@ -383,6 +383,195 @@ pub(super) fn prepare_space_depth(g: &Graph, op: &Op) -> Result<Prepared> {
     ))
 }
 
+/// SpaceToBatch / BatchToSpace geometry: `[N, H, W, C]` in, `[ON, OH, OW, C]` out, block
+/// `(bh, bw)`, and `(top, left)`: the padding (SpaceToBatch) or crop (BatchToSpace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchSpace {
+    pub to_batch: bool,
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub on: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub bh: usize,
+    pub bw: usize,
+    pub top: usize,
+    pub left: usize,
+    /// The padding value (SpaceToBatch): the output zero point, as TFLite's kernel pads.
+    pub pad: i32,
+}
+
+impl BatchSpace {
+    /// The geometry of `op`, checked against its tensors.
+    pub fn of(g: &Graph, op: &Op) -> Result<BatchSpace> {
+        if op.inputs.len() != 1 || op.outputs.len() != 1 {
+            return Err(node_err(op, "expects one input and one output"));
+        }
+        check_types(g, op)?;
+        let (x, y) = (&g.tensors[op.inputs[0]], &g.tensors[op.outputs[0]]);
+        let dims = |s: &[usize]| match *s {
+            [n, h, w, c] => Some([n, h, w, c]),
+            [n, h, c] => Some([n, h, 1, c]),
+            _ => None,
+        };
+        let (Some([n, h, w, c]), Some(out)) = (dims(&x.shape), dims(&y.shape)) else {
+            return Err(node_err(
+                op,
+                format!(
+                    "input {:?} and output {:?} must be 3-D or 4-D",
+                    x.shape, y.shape
+                ),
+            ));
+        };
+        let (to_batch, (bh, bw), [(t, b), (l, r)]) = match op.kind {
+            OpKind::SpaceToBatch { block, pads } => (true, block, pads),
+            OpKind::BatchToSpace { block, crops } => (false, block, crops),
+            ref other => {
+                return Err(node_err(
+                    op,
+                    format!(
+                        "internal: {} is not SpaceToBatch/BatchToSpace",
+                        other.name()
+                    ),
+                ));
+            }
+        };
+        if x.shape.len() == 3 && (bw != 1 || l != 0 || r != 0) {
+            return Err(node_err(op, "a 3-D input takes one block dimension"));
+        }
+        let bad = || {
+            node_err(
+                op,
+                format!(
+                    "block ({bh}, {bw}) with pads/crops {:?} does not fit input {:?} and output {:?}",
+                    [(t, b), (l, r)],
+                    x.shape,
+                    y.shape
+                ),
+            )
+        };
+        let bb = bh.checked_mul(bw).filter(|&v| v > 0).ok_or_else(bad)?;
+        let want = if to_batch {
+            let ph = h.checked_add(t + b).ok_or_else(bad)?;
+            let pw = w.checked_add(l + r).ok_or_else(bad)?;
+            if !ph.is_multiple_of(bh) || !pw.is_multiple_of(bw) {
+                return Err(bad());
+            }
+            [n.checked_mul(bb).ok_or_else(bad)?, ph / bh, pw / bw, c]
+        } else {
+            if !n.is_multiple_of(bb) {
+                return Err(bad());
+            }
+            let fh = h.checked_mul(bh).ok_or_else(bad)?;
+            let fw = w.checked_mul(bw).ok_or_else(bad)?;
+            let oh = fh.checked_sub(t + b).ok_or_else(bad)?;
+            let ow = fw.checked_sub(l + r).ok_or_else(bad)?;
+            [n / bb, oh, ow, c]
+        };
+        if want != out {
+            return Err(bad());
+        }
+        let pad = match &y.quant {
+            Some(q) if to_batch && y.dtype != DType::F32 => q.zero_point(),
+            _ => 0,
+        };
+        Ok(BatchSpace {
+            to_batch,
+            n,
+            h,
+            w,
+            c,
+            on: out[0],
+            oh: out[1],
+            ow: out[2],
+            bh,
+            bw,
+            top: t,
+            left: l,
+            pad,
+        })
+    }
+
+    /// The input element of each output element (`None`: padding).
+    fn sources(&self) -> Vec<Option<usize>> {
+        let s = *self;
+        let mut out = Vec::with_capacity(s.on * s.oh * s.ow * s.c);
+        for ob in 0..s.on {
+            for oy in 0..s.oh {
+                for ox in 0..s.ow {
+                    let src = if s.to_batch {
+                        let (n, k) = (ob % s.n, ob / s.n);
+                        let (i, j) = (k / s.bw, k % s.bw);
+                        let y = (oy * s.bh + i).checked_sub(s.top).filter(|&y| y < s.h);
+                        let x = (ox * s.bw + j).checked_sub(s.left).filter(|&x| x < s.w);
+                        y.zip(x).map(|(y, x)| ((n * s.h + y) * s.w + x) * s.c)
+                    } else {
+                        let (y, x) = (oy + s.top, ox + s.left);
+                        let k = (y % s.bh) * s.bw + x % s.bw;
+                        let b = k * s.on + ob;
+                        Some(((b * s.h + y / s.bh) * s.w + x / s.bw) * s.c)
+                    };
+                    for c in 0..s.c {
+                        out.push(src.map(|v| v + c));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// SpaceToBatch and BatchToSpace.
+pub struct BatchSpaceKernel {
+    src: Vec<Option<usize>>,
+    pad: i32,
+    requant: Option<Requant>,
+}
+
+impl BatchSpaceKernel {
+    pub(super) fn prepare(g: &Graph, op: &Op) -> Result<Prepared> {
+        let geo = BatchSpace::of(g, op)?;
+        let requant = Requant::between(g, op, op.inputs[0], op.outputs[0])?;
+        Ok(Prepared::new(
+            BatchSpaceKernel {
+                src: geo.sources(),
+                pad: geo.pad,
+                requant,
+            },
+            vec![op.inputs[0]],
+        ))
+    }
+
+    fn apply<T: std::marker::Copy>(&self, x: &[T], pad: T) -> Result<Vec<T>> {
+        self.src
+            .iter()
+            .map(|s| match s {
+                Some(i) => x.get(*i).copied().ok_or_else(bad_data),
+                None => Ok(pad),
+            })
+            .collect()
+    }
+}
+
+impl Kernel for BatchSpaceKernel {
+    fn run(&self, inputs: &[&Data]) -> Result<Data> {
+        let p = self.pad;
+        let d = match inputs[0] {
+            Data::I8(v) => Data::I8(self.apply(v, p as i8)?),
+            Data::U8(v) => Data::U8(self.apply(v, p as u8)?),
+            Data::I16(v) => Data::I16(self.apply(v, p as i16)?),
+            Data::I32(v) => Data::I32(self.apply(v, p)?),
+            Data::F32(v) => Data::F32(self.apply(v, 0.0)?),
+        };
+        Ok(match self.requant {
+            Some(r) => r.apply(d),
+            None => d,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

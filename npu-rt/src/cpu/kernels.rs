@@ -196,6 +196,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::SoftmaxF32(p) => super::float::softmax(&p, weights, arena),
         Op::ClampF32(p) => super::float::clamp(&p, weights, arena),
         Op::Remap(p) => super::movement::remap(&p, weights, arena),
+        Op::BatchSpace(p) => super::movement::batch_space(&p, weights, arena),
     }
 }
 

@@ -36,6 +36,7 @@ mod params;
 mod words;
 
 pub use elem::Elem;
+pub use params::BatchSpaceOp;
 pub use params::{
     ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, RemapOp,
     ResizeOp,
@@ -182,6 +183,8 @@ pub enum Op {
     ClampF32(FloatClampOp),
     /// Tile, MirrorPad, Reverse or Gather as a separable index map (see [`RemapOp`]).
     Remap(RemapOp),
+    /// SpaceToBatch or BatchToSpace (see [`BatchSpaceOp`]).
+    BatchSpace(BatchSpaceOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -324,6 +327,7 @@ const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
 // Codes 64..=71: permutes and gathers.
 const OP_REMAP: u32 = 64;
+const OP_BATCH_SPACE: u32 = 65;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -361,6 +365,13 @@ impl Op {
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
             Op::Remap(_) => "Remap",
+            Op::BatchSpace(p) => {
+                if p.to_batch {
+                    "SpaceToBatch"
+                } else {
+                    "BatchToSpace"
+                }
+            }
         }
     }
 
@@ -518,6 +529,7 @@ impl Op {
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
             Op::Remap(p) => p.put(w.put(OP_REMAP)),
+            Op::BatchSpace(p) => p.put(w.put(OP_BATCH_SPACE)),
         }
         w.finish()
     }
@@ -656,6 +668,7 @@ impl Op {
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
             OP_REMAP => Op::Remap(RemapOp::get(&mut r)?),
+            OP_BATCH_SPACE => Op::BatchSpace(BatchSpaceOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -4,7 +4,9 @@ use super::elem::{Int, load_f32, store_f32, with_int};
 use super::fixed::multiply_by_quantized_multiplier;
 use super::float::round_half_away_f32;
 use super::kernels::{operands, volume};
-use super::params::{ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, RemapOp, ResizeOp};
+use super::params::{
+    BatchSpaceOp, ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, RemapOp, ResizeOp,
+};
 use super::{Elem, MAX_RANK};
 
 /// Applies `r` in place to `len` integers of type `T` in `y`.
@@ -346,6 +348,59 @@ pub(super) fn remap(p: &RemapOp, weights: &[u8], arena: &mut [u8]) -> Option<()>
                     break;
                 }
                 idx[d] = 0;
+            }
+        }
+    }
+    with_int!(p.elem, T => requant_in_place::<T>(y, ny, p.requant), else ());
+    Some(())
+}
+
+/// SpaceToBatch / BatchToSpace (TFLite's `SpaceToBatchND` / `BatchToSpaceND` index arithmetic).
+pub(super) fn batch_space(p: &BatchSpaceOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    if !requant_ok(p.elem, p.requant) || p.n == 0 || p.on == 0 || p.bh == 0 || p.bw == 0 {
+        return None;
+    }
+    let e = p.elem.size();
+    let nx = volume(&[p.n, p.h, p.w, p.c])?;
+    let ny = volume(&[p.on, p.oh, p.ow, p.c])?;
+    let ([x], y) = operands(
+        weights,
+        arena,
+        [(p.x, nx.checked_mul(e)?)],
+        (p.y, ny.checked_mul(e)?),
+    )?;
+    let [n, h, w, c] = [p.n, p.h, p.w, p.c].map(|v| v as usize);
+    let [on, oh, ow] = [p.on, p.oh, p.ow].map(|v| v as usize);
+    let [bh, bw, top, left] = [p.bh, p.bw, p.top, p.left].map(|v| v as usize);
+    let pad = p.pad.to_le_bytes();
+    let row = c.checked_mul(e)?;
+    for ob in 0..on {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let src = if p.to_batch {
+                    let (b, k) = (ob % n, ob / n);
+                    let (i, j) = (k / bw, k % bw);
+                    let sy = (oy * bh + i).checked_sub(top).filter(|&v| v < h);
+                    let sx = (ox * bw + j).checked_sub(left).filter(|&v| v < w);
+                    match (sy, sx) {
+                        (Some(sy), Some(sx)) => Some((b * h + sy) * w + sx),
+                        _ => None,
+                    }
+                } else {
+                    let (sy, sx) = (oy + top, ox + left);
+                    let b = ((sy % bh) * bw + sx % bw) * on + ob;
+                    Some((b * h + sy / bh) * w + sx / bw)
+                };
+                let at = ((ob * oh + oy) * ow + ox) * row;
+                let dst = y.get_mut(at..at.checked_add(row)?)?;
+                match src {
+                    Some(s) => dst.copy_from_slice(x.get(s * row..s.checked_add(1)? * row)?),
+                    None => {
+                        for slot in dst.chunks_exact_mut(e) {
+                            slot.copy_from_slice(&pad[..e]);
+                        }
+                    }
+                }
             }
         }
     }

@@ -322,3 +322,29 @@ record! {
         pub requant: OutRequant,
     }
 }
+
+record! {
+    /// SpaceToBatch (`to_batch`) or BatchToSpace between `[n, h, w, c]` and
+    /// `[on, oh, ow, c]` with block `(bh, bw)`; `(top, left)` is the padding (SpaceToBatch,
+    /// filled with the element whose little-endian bytes are `pad`) or the crop (BatchToSpace).
+    /// Then `requant` (integers only).
+    pub struct BatchSpaceOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub elem: Elem,
+        pub to_batch: bool,
+        pub n: u32,
+        pub h: u32,
+        pub w: u32,
+        pub c: u32,
+        pub on: u32,
+        pub oh: u32,
+        pub ow: u32,
+        pub bh: u32,
+        pub bw: u32,
+        pub top: u32,
+        pub left: u32,
+        pub pad: u32,
+        pub requant: OutRequant,
+    }
+}

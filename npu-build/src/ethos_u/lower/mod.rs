@@ -375,6 +375,10 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         | OpKind::Gather { .. }
         | OpKind::DepthToSpace { .. }
         | OpKind::SpaceToDepth { .. } => permute::lower(cx, op),
+        OpKind::SpaceToBatch { .. } | OpKind::BatchToSpace { .. } => Err(cx.limit(
+            op,
+            "SpaceToBatch/BatchToSpace outside a dilated convolution run on the CPU",
+        )),
     }
 }
 

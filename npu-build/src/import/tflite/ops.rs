@@ -39,6 +39,8 @@ pub const SUPPORTED: &[&str] = &[
     "SPACE_TO_DEPTH",
     "TILE",
     "TRANSPOSE",
+    "BATCH_TO_SPACE_ND",
+    "SPACE_TO_BATCH_ND",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -74,6 +76,8 @@ pub fn is_supported(code: i32) -> bool {
             | b::SPACE_TO_DEPTH
             | b::TILE
             | b::TRANSPOSE
+            | b::BATCH_TO_SPACE_ND
+            | b::SPACE_TO_BATCH_ND
     )
 }
 
@@ -614,6 +618,44 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 OpKind::DepthToSpace { block, crd: false }
             } else {
                 OpKind::SpaceToDepth { block }
+            };
+            (kind, vec![x])
+        }
+        b::SPACE_TO_BATCH_ND | b::BATCH_TO_SPACE_ND => {
+            let bs = required(im, 1)?;
+            let block = const_ints(im, op, bs, "block_shape")?;
+            let p = required(im, 2)?;
+            let raw = const_ints(im, op, p, "paddings/crops")?;
+            let bad = || {
+                op.invalid(format!(
+                    "block_shape {block:?} and paddings/crops {raw:?} must be positive / \
+                     non-negative, one or two spatial dimensions"
+                ))
+            };
+            let pos = |v: i64| usize::try_from(v).ok().filter(|&v| v > 0);
+            let nn = |v: i64| usize::try_from(v).ok();
+            let (blk, pairs) = match (block.as_slice(), raw.as_slice()) {
+                ([h], [t, b]) => ((pos(*h), Some(1)), [(nn(*t), nn(*b)), (Some(0), Some(0))]),
+                ([h, w], [t, b, l, r]) => {
+                    ((pos(*h), pos(*w)), [(nn(*t), nn(*b)), (nn(*l), nn(*r))])
+                }
+                _ => return Err(bad()),
+            };
+            let block = match blk {
+                (Some(h), Some(w)) => (h, w),
+                _ => return Err(bad()),
+            };
+            let mut pp = [(0usize, 0usize); 2];
+            for (d, pair) in pairs.iter().enumerate() {
+                match pair {
+                    (Some(a), Some(b)) => pp[d] = (*a, *b),
+                    _ => return Err(bad()),
+                }
+            }
+            let kind = if op.code == b::SPACE_TO_BATCH_ND {
+                OpKind::SpaceToBatch { block, pads: pp }
+            } else {
+                OpKind::BatchToSpace { block, crops: pp }
             };
             (kind, vec![x])
         }

@@ -211,6 +211,8 @@ pub mod builtin {
     pub const TILE: i32 = 69;
     pub const MIRROR_PAD: i32 = 100;
     pub const REVERSE_V2: i32 = 105;
+    pub const BATCH_TO_SPACE_ND: i32 = 37;
+    pub const SPACE_TO_BATCH_ND: i32 = 38;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -318,3 +318,123 @@ fn requantizing_movements_run_on_the_cpu() {
     );
     check(g, "reverse_requant", false);
 }
+
+#[test]
+fn space_to_batch_and_back_alone_on_the_cpu() {
+    let cases: &[(OpKind, &[usize], &[usize])] = &[
+        (
+            OpKind::SpaceToBatch {
+                block: (2, 2),
+                pads: [(2, 4), (1, 2)],
+            },
+            &[1, 6, 5, 3],
+            &[4, 6, 4, 3],
+        ),
+        (
+            OpKind::SpaceToBatch {
+                block: (3, 1),
+                pads: [(0, 1), (0, 0)],
+            },
+            &[2, 5, 4, 2],
+            &[6, 2, 4, 2],
+        ),
+        (
+            OpKind::BatchToSpace {
+                block: (2, 2),
+                crops: [(0, 2), (1, 0)],
+            },
+            &[4, 6, 4, 3],
+            &[1, 10, 7, 3],
+        ),
+        (
+            OpKind::BatchToSpace {
+                block: (2, 1),
+                crops: [(1, 0), (0, 0)],
+            },
+            &[4, 3, 5],
+            &[2, 5, 5],
+        ),
+    ];
+    for (k, (kind, x, y)) in cases.iter().enumerate() {
+        let g = one_op(kind.clone(), x, y, DType::I8, (0.05, 3));
+        check(g, &format!("batch_space{k}"), false);
+    }
+}
+
+/// SpaceToBatch -> Conv2D / DepthwiseConv2D -> BatchToSpace computes what the folded dilated
+/// convolution computes (two independent implementations: the movement kernels around a plain
+/// convolution, and the dilated convolution), byte for byte.
+#[test]
+fn dilated_convolution_pattern_equals_the_folded_convolution() {
+    use crate::ir::{Activation, ConvAttrs, Padding};
+    for depthwise in [false, true] {
+        let mut b = Builder::default();
+        let mut rng = Rng(0xD11A7E ^ depthwise as u64);
+        let x = b.input("x", &[1, 12, 11, 4], DType::I8, 0.05, 3);
+        let s = b.tensor("s", &[4, 8, 7, 4], DType::I8, Some((0.05, 3)));
+        b.op(
+            OpKind::SpaceToBatch {
+                block: (2, 2),
+                pads: [(2, 2), (2, 1)],
+            },
+            vec![x],
+            vec![s],
+        );
+        let oc = if depthwise { 8 } else { 5 };
+        let (w, kind) = if depthwise {
+            let w = b.weights(&mut rng, &[1, 3, 3, oc], 3, oc);
+            let attrs = ConvAttrs {
+                stride: (1, 1),
+                dilation: (1, 1),
+                padding: Padding::default(),
+                activation: Activation::Relu,
+            };
+            (
+                w,
+                OpKind::DepthwiseConv2d {
+                    attrs,
+                    depth_multiplier: 2,
+                },
+            )
+        } else {
+            let w = b.weights(&mut rng, &[oc, 3, 3, 4], 0, oc);
+            let attrs = ConvAttrs {
+                stride: (1, 1),
+                dilation: (1, 1),
+                padding: Padding::default(),
+                activation: Activation::None,
+            };
+            (w, OpKind::Conv2d(attrs))
+        };
+        let bias = b.bias(&mut rng, oc, 0.05 * 0.002);
+        let t = b.tensor("t", &[4, 6, 5, oc], DType::I8, Some((0.1, -2)));
+        b.op(kind, vec![s, w, bias], vec![t]);
+        let y = b.output("y", &[1, 12, 9, oc], DType::I8, 0.1, -2);
+        b.op(
+            OpKind::BatchToSpace {
+                block: (2, 2),
+                crops: [(0, 0), (0, 1)],
+            },
+            vec![t],
+            vec![y],
+        );
+        let mut g = b.g;
+        g.validate().expect("valid chain");
+        let mut folded = g.clone();
+        crate::import::tflite::fold_dilated_convs(&mut folded);
+        assert_eq!(folded.ops.len(), 1, "depthwise {depthwise}: not folded");
+        g.name = format!("dilated_chain_{depthwise}");
+        for trial in 0..3 {
+            let inputs = vec![random_input(&mut rng, &g.tensors[x])];
+            let want = crate::reference::run(&g, &inputs).expect("chain");
+            let got = crate::reference::run(&folded, &inputs).expect("folded");
+            assert_eq!(
+                diff(&got[0].data.to_le_bytes(), &want[0].data.to_le_bytes(), 1),
+                None,
+                "depthwise {depthwise} trial {trial}"
+            );
+        }
+        // The folded convolution through the whole backend.
+        check(folded, &format!("dilated_folded_{depthwise}"), true);
+    }
+}
