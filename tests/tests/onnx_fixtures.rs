@@ -209,6 +209,7 @@ fixture_tests! {
     op_gather: "op_gather", [0];
     op_depth_to_space: "op_depth_to_space", [0];
     op_space_to_depth: "op_space_to_depth", [];
+    op_tile_wc: "op_tile_wc", [0];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -240,6 +241,7 @@ fn every_fixture_is_listed() {
         "op_gather",
         "op_depth_to_space",
         "op_space_to_depth",
+        "op_tile_wc",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

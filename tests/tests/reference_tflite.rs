@@ -132,6 +132,7 @@ fixture_tests!(
     op_gather,
     op_depth_to_space,
     op_space_to_depth,
+    op_tile_wc,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see
