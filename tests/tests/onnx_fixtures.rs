@@ -200,6 +200,14 @@ fixture_tests! {
     op_resize_nearest: "op_resize_nearest", [];
     op_softmax: "op_softmax", [];
     mv2_224: "mv2_224", [];
+    // elem
+    op_abs: "op_abs", [];
+    op_neg: "op_neg", [];
+    op_maximum: "op_maximum", [];
+    op_minimum: "op_minimum", [];
+    op_squared_difference: "op_squared_difference", [];
+    op_prelu: "op_prelu", [];
+    op_add_broadcast: "op_add_broadcast", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -223,6 +231,14 @@ fn every_fixture_is_listed() {
         "op_resize_nearest",
         "op_softmax",
         "mv2_224",
+        // elem
+        "op_abs",
+        "op_neg",
+        "op_maximum",
+        "op_minimum",
+        "op_squared_difference",
+        "op_prelu",
+        "op_add_broadcast",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -124,6 +124,14 @@ fixture_tests!(
     op_resize_nearest,
     op_softmax,
     mv2_224,
+    // elem
+    op_abs,
+    op_neg,
+    op_maximum,
+    op_minimum,
+    op_squared_difference,
+    op_prelu,
+    op_add_broadcast,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -183,6 +183,12 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Softmax { beta } => format!("beta {beta}"),
         OpKind::Transpose { perm } => format!("perm {perm:?}"),
         OpKind::Activation(a) => act_str(*a),
+        OpKind::Abs
+        | OpKind::Neg
+        | OpKind::Maximum
+        | OpKind::Minimum
+        | OpKind::SquaredDifference
+        | OpKind::Prelu => String::new(),
     }
 }
 
@@ -194,6 +200,8 @@ fn input_roles(kind: &OpKind, n: usize) -> Vec<String> {
         }
         OpKind::Add { .. } | OpKind::Sub { .. } | OpKind::Mul { .. } => &["a", "b"],
         OpKind::Concat { .. } => &[],
+        OpKind::Maximum | OpKind::Minimum | OpKind::SquaredDifference => &["a", "b"],
+        OpKind::Prelu => &["in", "alpha"],
         _ => &["in"],
     };
     (0..n)

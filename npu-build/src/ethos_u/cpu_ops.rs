@@ -16,8 +16,11 @@ use crate::reference::binary::Params as BinaryPrep;
 use crate::reference::conv::{Geometry, Weighted};
 use crate::reference::convert::ActKind;
 use crate::reference::movement::Requant;
+use crate::reference::pairwise::{PairFn, Quantized};
 use crate::reference::softmax::Kind as SoftmaxKind;
+use crate::reference::unary::{IntMode, UnaryFn};
 use crate::reference::util::Rescale;
+use npu_rt::cpu::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 
 fn node_err(op: &Op, detail: impl Into<String>) -> Error {
     Error::InvalidNode {
@@ -252,7 +255,117 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             half_pixel_centers,
         } => resize(g, op, *mode, *align_corners, *half_pixel_centers, at),
         OpKind::Concat { .. } => Err(node_err(op, "internal: Concat takes one op per input")),
+        OpKind::Abs => unary(g, op, UnaryFn::Abs, at),
+        OpKind::Neg => unary(g, op, UnaryFn::Neg, at),
+        OpKind::Maximum => pairwise(g, op, PairFn::Maximum, at),
+        OpKind::Minimum => pairwise(g, op, PairFn::Minimum, at),
+        OpKind::SquaredDifference => pairwise(g, op, PairFn::SquaredDifference, at),
+        OpKind::Prelu => pairwise(g, op, PairFn::Prelu, at),
     }
+}
+
+/// Abs/Neg with the reference interpreter's preparation (`reference::unary`).
+fn unary(g: &Graph, op: &Op, func: UnaryFn, at: &mut dyn Operands) -> Result<CpuOp> {
+    let u = reference::unary::Unary::new(g, op, func)?;
+    let (x, y) = one_in_one_out(op, g)?;
+    let elem = elem(op, g, y)?;
+    let kind = match func {
+        UnaryFn::Abs => UnaryKind::Abs,
+        UnaryFn::Neg => UnaryKind::Neg,
+    };
+    let (mode, zi, zo, multiplier, shift) = match u.mode {
+        IntMode::Raw => (UnaryMode::Raw, 0, 0, 0, 0),
+        IntMode::Offset { zi, zo } => (UnaryMode::Offset, zi, zo, 0, 0),
+        IntMode::Rescaled { zi, zo, rescale } => (
+            UnaryMode::Rescaled,
+            zi,
+            zo,
+            rescale.multiplier,
+            rescale.shift,
+        ),
+    };
+    Ok(CpuOp::Unary(UnaryOp {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        len: count(op, g, y)?,
+        elem,
+        kind,
+        mode,
+        zi,
+        zo,
+        multiplier,
+        shift,
+    }))
+}
+
+/// Maximum/Minimum/SquaredDifference/PRelu with the reference interpreter's preparation
+/// (`reference::pairwise`).
+fn pairwise(g: &Graph, op: &Op, func: PairFn, at: &mut dyn Operands) -> Result<CpuOp> {
+    let pw = reference::pairwise::Pairwise::new(g, op, func)?;
+    let (a, b, o) = (op.inputs[0], op.inputs[1], op.outputs[0]);
+    let elem = elem(op, g, o)?;
+    let osh = &g.tensors[o].shape;
+    let (rank, _) = shape6(op, osh)?;
+    let aligned = |s: &[usize]| -> Result<[u32; MAX_RANK]> {
+        let mut r = [1u32; MAX_RANK];
+        let skip = osh.len() - s.len().min(osh.len());
+        for (d, &v) in r[skip..osh.len()].iter_mut().zip(s) {
+            *d = u32_of(op, v)?;
+        }
+        Ok(r)
+    };
+    let (a_shape, b_shape) = (aligned(&g.tensors[a].shape)?, aligned(&g.tensors[b].shape)?);
+    let (lo, hi) = elem.int_range().unwrap_or((0, 0));
+    let mut p = BinaryParams {
+        lo,
+        hi,
+        ..Default::default()
+    };
+    match pw.q {
+        Quantized::Raw => {}
+        Quantized::SquaredDifference {
+            za,
+            zb,
+            zo,
+            left_shift,
+            in1,
+            in2,
+            out,
+        } => {
+            (p.za, p.zb, p.zo, p.left_shift) = (za, zb, zo, left_shift);
+            (p.m1, p.s1) = (in1.multiplier, in1.shift);
+            (p.m2, p.s2) = (in2.multiplier, in2.shift);
+            (p.mo, p.so) = (out.multiplier, out.shift);
+        }
+        Quantized::Prelu {
+            zx,
+            za,
+            zo,
+            pos,
+            neg,
+        } => {
+            (p.za, p.zb, p.zo) = (zx, za, zo);
+            (p.m1, p.s1) = (pos.multiplier, pos.shift);
+            (p.m2, p.s2) = (neg.multiplier, neg.shift);
+        }
+    }
+    let kind = match func {
+        PairFn::Maximum => PairwiseKind::Maximum,
+        PairFn::Minimum => PairwiseKind::Minimum,
+        PairFn::SquaredDifference => PairwiseKind::SquaredDifference,
+        PairFn::Prelu => PairwiseKind::Prelu,
+    };
+    Ok(CpuOp::Pairwise(PairwiseOp {
+        a: at.tensor(a)?,
+        b: at.tensor(b)?,
+        y: at.tensor(o)?,
+        kind,
+        elem,
+        rank,
+        a_shape,
+        b_shape,
+        p,
+    }))
 }
 
 fn activation(g: &Graph, op: &Op, act: Activation, at: &mut dyn Operands) -> Result<CpuOp> {

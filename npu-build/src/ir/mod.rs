@@ -270,6 +270,19 @@ pub enum OpKind {
     Dequantize,
     /// A stand-alone activation (not fused into a producer). inputs: `[x]`.
     Activation(Activation),
+    /// `|x|`, rescaled from the input's quantization to the output's. inputs: `[x]`.
+    Abs,
+    /// `-x`. Integer tensors are negated as raw values (TFLite's NEG ignores the quantization).
+    /// inputs: `[x]`.
+    Neg,
+    /// Element-wise maximum of the raw values, numpy broadcasting. inputs: `[a, b]`.
+    Maximum,
+    /// Element-wise minimum of the raw values, numpy broadcasting. inputs: `[a, b]`.
+    Minimum,
+    /// `(a - b)^2`, numpy broadcasting. inputs: `[a, b]`.
+    SquaredDifference,
+    /// `x >= 0 ? x : alpha * x`, `alpha` broadcast to `x`'s shape. inputs: `[x, alpha]`.
+    Prelu,
 }
 
 impl OpKind {
@@ -294,6 +307,12 @@ impl OpKind {
             OpKind::Quantize => "Quantize",
             OpKind::Dequantize => "Dequantize",
             OpKind::Activation(_) => "Activation",
+            OpKind::Abs => "Abs",
+            OpKind::Neg => "Neg",
+            OpKind::Maximum => "Maximum",
+            OpKind::Minimum => "Minimum",
+            OpKind::SquaredDifference => "SquaredDifference",
+            OpKind::Prelu => "PRelu",
         }
     }
 }

@@ -17,8 +17,10 @@ pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod convert;
 pub(crate) mod movement;
+pub(crate) mod pairwise;
 pub(crate) mod pool;
 pub(crate) mod softmax;
+pub(crate) mod unary;
 pub(crate) mod util;
 
 use crate::error::{Error, Result};
@@ -283,6 +285,14 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Quantize => convert::Quantize::prepare(g, op),
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
+        OpKind::Abs => unary::Unary::prepare(g, op, unary::UnaryFn::Abs),
+        OpKind::Neg => unary::Unary::prepare(g, op, unary::UnaryFn::Neg),
+        OpKind::Maximum => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Maximum),
+        OpKind::Minimum => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Minimum),
+        OpKind::SquaredDifference => {
+            pairwise::Pairwise::prepare(g, op, pairwise::PairFn::SquaredDifference)
+        }
+        OpKind::Prelu => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Prelu),
     }
 }
 

@@ -31,11 +31,13 @@ pub mod elem;
 pub mod fixed;
 pub mod float;
 mod kernels;
+pub mod math;
 mod movement;
 mod params;
 mod words;
 
 pub use elem::Elem;
+pub use math::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 pub use params::{
     ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, ResizeOp,
 };
@@ -179,6 +181,10 @@ pub enum Op {
     SoftmaxF32(FloatSoftmaxOp),
     /// Clamp of f32 values (see [`FloatClampOp`]).
     ClampF32(FloatClampOp),
+    /// Abs or Neg (see [`UnaryOp`]).
+    Unary(UnaryOp),
+    /// Maximum, Minimum, SquaredDifference or PRelu (see [`PairwiseOp`]).
+    Pairwise(PairwiseOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -319,6 +325,9 @@ const OP_RESIZE: u32 = 12;
 const OP_CONCAT: u32 = 13;
 const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
+// elem
+const OP_UNARY: u32 = 40;
+const OP_PAIRWISE: u32 = 41;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -355,6 +364,16 @@ impl Op {
             Op::Concat(_) => "Concat",
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
+            Op::Unary(p) => match p.kind {
+                UnaryKind::Abs => "Abs",
+                UnaryKind::Neg => "Neg",
+            },
+            Op::Pairwise(p) => match p.kind {
+                PairwiseKind::Maximum => "Maximum",
+                PairwiseKind::Minimum => "Minimum",
+                PairwiseKind::SquaredDifference => "SquaredDifference",
+                PairwiseKind::Prelu => "PRelu",
+            },
         }
     }
 
@@ -511,6 +530,8 @@ impl Op {
             Op::Concat(p) => p.put(w.put(OP_CONCAT)),
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
+            Op::Unary(p) => p.put(w.put(OP_UNARY)),
+            Op::Pairwise(p) => p.put(w.put(OP_PAIRWISE)),
         }
         w.finish()
     }
@@ -648,6 +669,8 @@ impl Op {
             OP_CONCAT => Op::Concat(ConcatOp::get(&mut r)?),
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
+            OP_UNARY => Op::Unary(UnaryOp::get(&mut r)?),
+            OP_PAIRWISE => Op::Pairwise(PairwiseOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

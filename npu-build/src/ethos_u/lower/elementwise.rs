@@ -151,7 +151,12 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
 
 /// `[H, W, C]` of input `t` broadcast against output `y`: `t`'s shape aligned to the right of
 /// `y`'s rank (numpy rules), then mapped like [`Lowering::hwc`] maps `y`.
-fn broadcast_hwc(cx: &Lowering<'_>, op: &Op, t: TensorId, y: TensorId) -> Result<[usize; 3]> {
+pub(super) fn broadcast_hwc(
+    cx: &Lowering<'_>,
+    op: &Op,
+    t: TensorId,
+    y: TensorId,
+) -> Result<[usize; 3]> {
     let g = cx.graph;
     let (ts, ys) = (&g.tensors[t].shape, &g.tensors[y].shape);
     if ts.len() > ys.len() {
@@ -188,7 +193,7 @@ fn broadcast_hwc(cx: &Lowering<'_>, op: &Op, t: TensorId, y: TensorId) -> Result
 }
 
 /// The raw value of `t` if it is a single-element integer constant of at most 16 bits.
-fn scalar(cx: &Lowering<'_>, t: TensorId) -> Option<i32> {
+pub(super) fn scalar(cx: &Lowering<'_>, t: TensorId) -> Option<i32> {
     let tensor = &cx.graph.tensors[t];
     if tensor.elements() != 1 {
         return None;
@@ -206,7 +211,7 @@ fn scalar(cx: &Lowering<'_>, t: TensorId) -> Option<i32> {
 
 /// The second operand: a scalar register value, or `t`'s feature map viewed with its broadcast
 /// shape (dimensions of size 1 are broadcast by the hardware).
-fn operand2(
+pub(super) fn operand2(
     cx: &mut Lowering<'_>,
     op: &Op,
     t: TensorId,

@@ -1257,3 +1257,7 @@ fn float_resize_on_the_cpu() {
         }
     }
 }
+
+// elem
+#[path = "math_tests.rs"]
+mod math_tests;

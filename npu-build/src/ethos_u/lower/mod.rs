@@ -19,6 +19,7 @@ mod concat;
 mod conv;
 mod elementwise;
 mod lut;
+mod math;
 mod mean;
 mod pad;
 mod pool;
@@ -368,6 +369,12 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             op,
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
         )),
+        OpKind::Abs
+        | OpKind::Neg
+        | OpKind::Maximum
+        | OpKind::Minimum
+        | OpKind::SquaredDifference
+        | OpKind::Prelu => math::lower(cx, op),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::ir::{
     Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
 };
 
-/// TFLite operators the importer maps, by their schema names (sorted).
+/// TFLite operators the importer maps, by their schema names (sorted within each family).
 pub const SUPPORTED: &[&str] = &[
     "ADD",
     "AVERAGE_POOL_2D",
@@ -31,6 +31,13 @@ pub const SUPPORTED: &[&str] = &[
     "RESIZE_NEAREST_NEIGHBOR",
     "SOFTMAX",
     "SUB",
+    // elem
+    "ABS",
+    "MAXIMUM",
+    "MINIMUM",
+    "NEG",
+    "PRELU",
+    "SQUARED_DIFFERENCE",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -58,6 +65,12 @@ pub fn is_supported(code: i32) -> bool {
             | b::RESIZE_NEAREST_NEIGHBOR
             | b::SOFTMAX
             | b::SUB
+            | b::ABS
+            | b::MAXIMUM
+            | b::MINIMUM
+            | b::NEG
+            | b::PRELU
+            | b::SQUARED_DIFFERENCE
     )
 }
 
@@ -510,6 +523,18 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
         b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
         b::RELU6 => (OpKind::Activation(Activation::Relu6), vec![x]),
         b::RELU_N1_TO_1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
+        b::ABS => (OpKind::Abs, vec![x]),
+        b::NEG => (OpKind::Neg, vec![x]),
+        b::MAXIMUM | b::MINIMUM | b::SQUARED_DIFFERENCE | b::PRELU => {
+            let y = required(im, 1)?;
+            let kind = match op.code {
+                b::MAXIMUM => OpKind::Maximum,
+                b::MINIMUM => OpKind::Minimum,
+                b::SQUARED_DIFFERENCE => OpKind::SquaredDifference,
+                _ => OpKind::Prelu,
+            };
+            (kind, vec![x, y])
+        }
         _ => {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),

@@ -191,6 +191,12 @@ pub mod builtin {
     pub const PADV2: i32 = 60;
     pub const RESIZE_NEAREST_NEIGHBOR: i32 = 97;
     pub const QUANTIZE: i32 = 114;
+    pub const PRELU: i32 = 54;
+    pub const MAXIMUM: i32 = 55;
+    pub const MINIMUM: i32 = 57;
+    pub const NEG: i32 = 59;
+    pub const SQUARED_DIFFERENCE: i32 = 99;
+    pub const ABS: i32 = 101;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

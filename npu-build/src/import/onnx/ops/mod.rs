@@ -45,6 +45,10 @@ const SUPPORTED: &[&str] = &[
     "Sub",
     "Transpose",
     "Unsqueeze",
+    // elem
+    "Abs",
+    "Neg",
+    "PRelu",
 ];
 
 /// The supported operator list for error messages.
@@ -89,6 +93,8 @@ impl Builder {
             }
             "Pad" => self.pad(n),
             "Resize" => self.resize(n),
+            "Abs" | "Neg" => self.unary_math(n),
+            "PRelu" => self.binary(n),
             _ => Err(self.unsupported(n)),
         }
     }
