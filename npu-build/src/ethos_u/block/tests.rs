@@ -419,6 +419,10 @@ fn matches_vela_on_every_single_op_fixture_and_accelerator() {
     for dir in &dirs {
         for accel in config::ALL {
             let path = dir.join("vela").join(accel.name).join("registers.txt");
+            if path.with_file_name("VELA_FAILED.txt").exists() {
+                // Vela kept the operator on the CPU: no stream (e.g. op_neg).
+                continue;
+            }
             let (n, b) = check_fixture(&path, accel);
             assert!(n > 0, "{}: no NPU operations found", path.display());
             checked += n;

@@ -24,7 +24,7 @@
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, IfmUpscaleMode, RoundMode};
 
 use super::Lowering;
-use super::elementwise::{broadcast_hwc, operand2, scalar};
+use super::elementwise::{binary_operands, broadcast_hwc, operand2, scalar};
 use super::pool::{clamp, nop, ofm_scale};
 use super::softmax::scratch_fm;
 use crate::error::Result;
@@ -88,47 +88,6 @@ fn per_tensor(cx: &Lowering<'_>, op: &Op, t: TensorId) -> Result<(f32, i32)> {
     }
 }
 
-/// IFM (the operand with the output's shape) and IFM2 (broadcast or scalar) of a binary
-/// operation, and whether they are swapped.
-fn operands(
-    cx: &mut Lowering<'_>,
-    op: &Op,
-    a: TensorId,
-    b: TensorId,
-    y: TensorId,
-) -> Result<(FeatureMap, Operand2, bool)> {
-    let out = cx.hwc(op, y)?;
-    let a_shape = broadcast_hwc(cx, op, a, y)?;
-    let b_shape = broadcast_hwc(cx, op, b, y)?;
-    for (t, s) in [(a, a_shape), (b, b_shape)] {
-        if (0..3).any(|i| s[i] != out[i] && s[i] != 1) {
-            return Err(Lowering::invalid(
-                op,
-                format!(
-                    "input '{}' {:?} does not broadcast to the output {:?}",
-                    cx.graph.tensors[t].name, cx.graph.tensors[t].shape, cx.graph.tensors[y].shape
-                ),
-            ));
-        }
-    }
-    let (a_scalar, b_scalar) = (scalar(cx, a), scalar(cx, b));
-    let (ifm_t, ifm2, reversed) = if b_scalar.is_some() && a_shape == out {
-        (a, operand2(cx, op, b, b_shape, b_scalar)?, false)
-    } else if a_scalar.is_some() && b_shape == out {
-        (b, operand2(cx, op, a, a_shape, a_scalar)?, true)
-    } else if a_shape == out {
-        (a, operand2(cx, op, b, b_shape, None)?, false)
-    } else if b_shape == out {
-        (b, operand2(cx, op, a, a_shape, None)?, true)
-    } else {
-        return Err(cx.limit(
-            op,
-            "both inputs are broadcast; the NPU broadcasts only the second operand",
-        ));
-    };
-    Ok((cx.fm(op, ifm_t)?, ifm2, reversed))
-}
-
 #[allow(clippy::too_many_arguments)]
 fn elementwise(
     name: &str,
@@ -164,8 +123,7 @@ fn elementwise(
 fn lower_minmax(cx: &mut Lowering<'_>, op: &Op, mode: ElementwiseMode) -> Result<()> {
     let (a, b, y) = two_in_one_out(op)?;
     one_type(cx, op, &[a, b, y], &[DType::I8, DType::U8, DType::I16])?;
-    let (mut ifm, mut ifm2, reversed) = operands(cx, op, a, b, y)?;
-    let mut ofm = cx.fm(op, y)?;
+    let (mut ofm, mut ifm, mut ifm2, reversed) = binary_operands(cx, op, a, b, y)?;
     // Raw values: no zero points anywhere (see the module documentation).
     ifm.zero_point = 0;
     ofm.zero_point = 0;

@@ -233,3 +233,83 @@ fn neg_table_entries() {
     assert_eq!(t[255] as i8, -127);
     assert_eq!(t[129] as i8, -1);
 }
+
+/// Add/Sub/Mul/Maximum at ranks above 4 and batches above 1: dimensions folded into `[H, W, C]`.
+#[test]
+fn any_rank_broadcasts_fold_onto_the_npu() {
+    let add = OpKind::Add {
+        activation: Activation::None,
+    };
+    let mul = OpKind::Mul {
+        activation: Activation::Relu,
+    };
+    let sub = OpKind::Sub {
+        activation: Activation::None,
+    };
+    let o5: &[usize] = &[2, 3, 4, 5, 6];
+    type Case<'a> = (OpKind, &'a [usize], &'a [usize], &'a [usize], &'a str);
+    let cases: Vec<Case> = vec![
+        (add.clone(), o5, &[6], o5, "add_rank5_channel"),
+        (
+            mul.clone(),
+            &[2, 3, 1, 1, 6],
+            o5,
+            o5,
+            "mul_rank5_first_broadcast",
+        ),
+        (sub.clone(), o5, &[1, 3, 4, 1, 1], o5, "sub_rank5_middle"),
+        (
+            add.clone(),
+            &[3, 4, 5, 6],
+            &[3, 4, 5, 6],
+            &[3, 4, 5, 6],
+            "add_batch3_same",
+        ),
+        (
+            OpKind::Maximum,
+            &[2, 4, 5, 6],
+            &[1, 1, 1, 6],
+            &[2, 4, 5, 6],
+            "max_batch2_channel",
+        ),
+        (
+            sub,
+            &[2, 1, 1, 1, 1, 7],
+            &[2, 3, 4, 5, 6, 7],
+            &[2, 3, 4, 5, 6, 7],
+            "sub_rank6",
+        ),
+    ];
+    for (kind, a, b, y, name) in cases {
+        check_graph(
+            binary_graph(kind, (a, 0.05, 2), (b, 0.02, -3), (y, 0.06, 1)),
+            name,
+        );
+    }
+}
+
+/// Broadcasts that alternate more than three times have no feature-map form: a limit error,
+/// so the compiler puts the operator on the CPU, still bit-exact.
+#[test]
+fn alternating_broadcast_falls_back_to_the_cpu() {
+    let add = OpKind::Add {
+        activation: Activation::None,
+    };
+    let y: &[usize] = &[2, 3, 4, 5];
+    let g = binary_graph(add, (y, 0.05, 2), (&[2, 1, 4, 1], 0.02, -3), (y, 0.06, 1));
+    let e = super::super::super::lower(&g, &ETHOS_U55_128).expect_err("no NPU form");
+    assert!(
+        matches!(e, crate::error::Error::HardwareLimit { .. }),
+        "{e}"
+    );
+    let mut rng = Rng(7);
+    let inputs: Vec<Value> = g
+        .inputs
+        .iter()
+        .map(|&t| random_input(&mut rng, &g.tensors[t]))
+        .collect();
+    let want = crate::reference::run(&g, &inputs).expect("reference");
+    for (accel, got) in run_compiled(&g, &inputs) {
+        assert_eq!(got[0], want[0].data.to_le_bytes(), "{accel}");
+    }
+}
