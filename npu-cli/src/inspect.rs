@@ -210,6 +210,22 @@ fn attrs(kind: &OpKind) -> String {
             act_str(a.activation)
         ),
         OpKind::BatchMatMul { adj_a, adj_b } => format!("adj_a {adj_a}, adj_b {adj_b}"),
+        OpKind::Tile { multiples } => format!("multiples {multiples:?}"),
+        OpKind::MirrorPad { pads, mode } => format!("pads {pads:?}, mode {}", mode.name()),
+        OpKind::Reverse { axes } => format!("axes {axes:?}"),
+        OpKind::Gather { axis, indices } => format!("axis {axis}, indices {indices:?}"),
+        OpKind::DepthToSpace { block, crd } => {
+            format!("block {block}, {}", if *crd { "CRD" } else { "DCR" })
+        }
+        OpKind::SpaceToDepth { block } => format!("block {block}"),
+        OpKind::SpaceToBatch { block, pads } => format!("block {block:?}, pads {pads:?}"),
+        OpKind::BatchToSpace { block, crops } => format!("block {block:?}, crops {crops:?}"),
+        OpKind::Abs
+        | OpKind::Neg
+        | OpKind::Maximum
+        | OpKind::Minimum
+        | OpKind::SquaredDifference
+        | OpKind::Prelu => String::new(),
     }
 }
 
@@ -223,6 +239,8 @@ fn input_roles(kind: &OpKind, n: usize) -> Vec<String> {
         OpKind::Concat { .. } => &[],
         OpKind::TransposeConv2d(_) => &["in", "weights", "bias"],
         OpKind::BatchMatMul { .. } => &["a", "b"],
+        OpKind::Maximum | OpKind::Minimum | OpKind::SquaredDifference => &["a", "b"],
+        OpKind::Prelu => &["in", "alpha"],
         _ => &["in"],
     };
     (0..n)

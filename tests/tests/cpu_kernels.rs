@@ -35,6 +35,20 @@ const ALL_KINDS: &[&str] = &[
     // matmul
     "TransposeConv2D",
     "BatchMatMul",
+    // moveb
+    "Tile",
+    "MirrorPad",
+    "Reverse",
+    "Gather",
+    "DepthToSpace",
+    "SpaceToDepth",
+    // elem
+    "Abs",
+    "Neg",
+    "Maximum",
+    "Minimum",
+    "SquaredDifference",
+    "PRelu",
 ];
 
 /// Input cases of every fixture.

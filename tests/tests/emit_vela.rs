@@ -1139,9 +1139,14 @@ fn every_fixture_stream_rebuilt_from_vela_registers_matches() {
     fixtures.sort();
     let mut checked = 0;
     let mut bad = Vec::new();
+    let mut negative = std::collections::BTreeSet::new();
     for f in &fixtures {
         for accel in npu_rt::ethos_u::config::ALL {
             if !npu_tests::vela_compiled(&vela_dir(f, accel)) {
+                continue;
+            }
+            if has_negative_stride(&vela_words(f, accel)) {
+                negative.insert(f.clone());
                 continue;
             }
             let (n, d) = check_rebuilt(f, accel);
@@ -1156,6 +1161,35 @@ fn every_fixture_stream_rebuilt_from_vela_registers_matches() {
         bad.join("\n")
     );
     assert!(checked >= 270, "only {checked} operations");
+    // Vela's MirrorPad mirrors with negative 40-bit strides (docs/permutes.md); our NPU
+    // operations have unsigned strides, so those streams cannot be rebuilt from them (the
+    // simulator runs them: sim_vela.rs). Exactly these fixtures use them.
+    assert_eq!(
+        negative.into_iter().collect::<Vec<_>>(),
+        NEGATIVE_STRIDE_FIXTURES,
+        "fixtures whose Vela streams use negative strides"
+    );
+}
+
+/// Fixtures whose Vela streams write with negative strides.
+const NEGATIVE_STRIDE_FIXTURES: [&str; 1] = ["op_mirror_pad"];
+
+/// Whether a stream sets an IFM/IFM2/OFM stride register to a negative (bit 39 set) value.
+fn has_negative_stride(words: &[u32]) -> bool {
+    let strides = [
+        Cmd1::SET_IFM_STRIDE_X,
+        Cmd1::SET_IFM_STRIDE_Y,
+        Cmd1::SET_IFM_STRIDE_C,
+        Cmd1::SET_IFM2_STRIDE_X,
+        Cmd1::SET_IFM2_STRIDE_Y,
+        Cmd1::SET_IFM2_STRIDE_C,
+        Cmd1::SET_OFM_STRIDE_X,
+        Cmd1::SET_OFM_STRIDE_Y,
+        Cmd1::SET_OFM_STRIDE_C,
+    ];
+    Commands::new(words, 0).any(|c| {
+        matches!(c, Ok((_, Command::Cmd1 { op, param, .. })) if strides.contains(&op) && param & 0x80 != 0)
+    })
 }
 
 #[test]

@@ -210,6 +210,24 @@ fixture_tests! {
     op_transpose_conv_s21_valid_relu: "op_transpose_conv_s21_valid_relu", [];
     op_transpose_conv_s4_k3: "op_transpose_conv_s4_k3", [];
     op_batch_matmul_adj_y: "op_batch_matmul_adj_y", [];
+    // moveb
+    // tf2onnx writes these on the int8 tensors directly, with no quantization anywhere.
+    op_transpose: "op_transpose", [0];
+    op_tile: "op_tile", [0];
+    op_mirror_pad: "op_mirror_pad", [];
+    op_reverse: "op_reverse", [];
+    op_gather: "op_gather", [0];
+    op_depth_to_space: "op_depth_to_space", [0];
+    op_space_to_depth: "op_space_to_depth", [];
+    op_tile_wc: "op_tile_wc", [0];
+    // elem
+    op_abs: "op_abs", [];
+    op_neg: "op_neg", [];
+    op_maximum: "op_maximum", [];
+    op_minimum: "op_minimum", [];
+    op_squared_difference: "op_squared_difference", [];
+    op_prelu: "op_prelu", [];
+    op_add_broadcast: "op_add_broadcast", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -252,6 +270,23 @@ fn every_fixture_is_listed() {
         "op_transpose_conv_s21_valid_relu",
         "op_transpose_conv_s4_k3",
         "op_batch_matmul_adj_y",
+        // moveb
+        "op_transpose",
+        "op_tile",
+        "op_mirror_pad",
+        "op_reverse",
+        "op_gather",
+        "op_depth_to_space",
+        "op_space_to_depth",
+        "op_tile_wc",
+        // elem
+        "op_abs",
+        "op_neg",
+        "op_maximum",
+        "op_minimum",
+        "op_squared_difference",
+        "op_prelu",
+        "op_add_broadcast",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -96,6 +96,23 @@ fixture_tests!(
     op_transpose_conv_s21_valid_relu,
     op_transpose_conv_s4_k3,
     op_batch_matmul_adj_y,
+    // moveb
+    op_transpose,
+    op_tile,
+    op_mirror_pad,
+    op_reverse,
+    op_gather,
+    op_depth_to_space,
+    op_space_to_depth,
+    op_tile_wc,
+    // elem
+    op_abs,
+    op_neg,
+    op_maximum,
+    op_minimum,
+    op_squared_difference,
+    op_prelu,
+    op_add_broadcast,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -6,8 +6,9 @@
 
 use npu_rt::cpu::MatMulOp;
 use npu_rt::cpu::{
-    BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
-    FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, ResizeOp,
+    BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
+    FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, RemapOp,
+    ResizeOp,
 };
 
 use crate::error::{Error, Result};
@@ -17,8 +18,12 @@ use crate::reference::binary::Params as BinaryPrep;
 use crate::reference::conv::{Geometry, Weighted};
 use crate::reference::convert::ActKind;
 use crate::reference::movement::Requant;
+use crate::reference::pairwise::{PairFn, Quantized};
+use crate::reference::remap::RemapPlan;
 use crate::reference::softmax::Kind as SoftmaxKind;
+use crate::reference::unary::{IntMode, UnaryFn};
 use crate::reference::util::Rescale;
+use npu_rt::cpu::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 
 fn node_err(op: &Op, detail: impl Into<String>) -> Error {
     Error::InvalidNode {
@@ -275,6 +280,18 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             }
         }
         OpKind::BatchMatMul { adj_a, adj_b } => batch_matmul(g, op, *adj_a, *adj_b, at),
+        OpKind::Tile { .. }
+        | OpKind::MirrorPad { .. }
+        | OpKind::Reverse { .. }
+        | OpKind::Gather { .. } => remap(g, op, at),
+        OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => space_depth(g, op, at),
+        OpKind::SpaceToBatch { .. } | OpKind::BatchToSpace { .. } => batch_space(g, op, at),
+        OpKind::Abs => unary(g, op, UnaryFn::Abs, at),
+        OpKind::Neg => unary(g, op, UnaryFn::Neg, at),
+        OpKind::Maximum => pairwise(g, op, PairFn::Maximum, at),
+        OpKind::Minimum => pairwise(g, op, PairFn::Minimum, at),
+        OpKind::SquaredDifference => pairwise(g, op, PairFn::SquaredDifference, at),
+        OpKind::Prelu => pairwise(g, op, PairFn::Prelu, at),
     }
 }
 
@@ -371,6 +388,199 @@ fn batch_matmul(
         zo: mm.zo,
         multiplier: mm.rescale.multiplier,
         shift: mm.rescale.shift,
+    }))
+}
+
+/// SpaceToBatch and BatchToSpace: the reference's geometry.
+fn batch_space(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    let b = reference::remap::BatchSpace::of(g, op)?;
+    let (x, y) = (op.inputs[0], op.outputs[0]);
+    let requant = Requant::between(g, op, x, y)?;
+    let elem = elem(op, g, x)?;
+    count(op, g, y)?;
+    count(op, g, x)?;
+    let u = |v: usize| u32_of(op, v);
+    Ok(CpuOp::BatchSpace(BatchSpaceOp {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        elem,
+        to_batch: b.to_batch,
+        n: u(b.n)?,
+        h: u(b.h)?,
+        w: u(b.w)?,
+        c: u(b.c)?,
+        on: u(b.on)?,
+        oh: u(b.oh)?,
+        ow: u(b.ow)?,
+        bh: u(b.bh)?,
+        bw: u(b.bw)?,
+        top: u(b.top)?,
+        left: u(b.left)?,
+        pad: b.pad as u32,
+        requant: out_requant(requant),
+    }))
+}
+
+/// Tile, MirrorPad, Reverse, Gather: the reference's [`RemapPlan`] as tables of input element
+/// offsets.
+fn remap(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    // RemapPlan::of checks one input and one output.
+    let plan = RemapPlan::of(g, op)?;
+    let (x, y) = (op.inputs[0], op.outputs[0]);
+    let requant = Requant::between(g, op, x, y)?;
+    let elem = elem(op, g, x)?;
+    let (rank, in_shape) = shape6(op, &plan.in_shape)?;
+    let (_, out_shape) = shape6(op, &plan.out_shape)?;
+    let in_strides = reference::util::strides(&plan.in_shape);
+    let mut table = Vec::new();
+    for (map, &s) in plan.maps.iter().zip(&in_strides) {
+        for &i in map {
+            let off = i
+                .checked_mul(s)
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| node_err(op, "tensor too large for a CPU kernel"))?;
+            table.extend_from_slice(&off.to_le_bytes());
+        }
+    }
+    count(op, g, y)?;
+    Ok(CpuOp::Remap(RemapOp {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        table: at.constant(&table)?,
+        elem,
+        rank,
+        in_shape,
+        out_shape,
+        requant: out_requant(requant),
+    }))
+}
+
+/// DepthToSpace and SpaceToDepth: the reference's rank-6 transpose.
+fn space_depth(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    let (view, perm) = reference::remap::space_depth_transpose(g, op)?;
+    let (x, y) = one_in_one_out(op, g)?;
+    if Requant::between(g, op, x, y)?.is_some() {
+        return Err(node_err(
+            op,
+            "input and output are quantized differently; the CPU transpose only moves bytes",
+        ));
+    }
+    let (rank, shape) = shape6(op, &view)?;
+    let mut p = [0u32; MAX_RANK];
+    for (d, &q) in p.iter_mut().zip(&perm) {
+        *d = u32_of(op, q)?;
+    }
+    Ok(CpuOp::Transpose {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        elem_bytes: g.tensors[x].dtype.size() as u32,
+        rank,
+        shape,
+        perm: p,
+    })
+}
+
+/// Abs/Neg with the reference interpreter's preparation (`reference::unary`).
+fn unary(g: &Graph, op: &Op, func: UnaryFn, at: &mut dyn Operands) -> Result<CpuOp> {
+    let u = reference::unary::Unary::new(g, op, func)?;
+    let (x, y) = one_in_one_out(op, g)?;
+    let elem = elem(op, g, y)?;
+    let kind = match func {
+        UnaryFn::Abs => UnaryKind::Abs,
+        UnaryFn::Neg => UnaryKind::Neg,
+    };
+    let (mode, zi, zo, multiplier, shift) = match u.mode {
+        IntMode::Raw => (UnaryMode::Raw, 0, 0, 0, 0),
+        IntMode::Offset { zi, zo } => (UnaryMode::Offset, zi, zo, 0, 0),
+        IntMode::Rescaled { zi, zo, rescale } => (
+            UnaryMode::Rescaled,
+            zi,
+            zo,
+            rescale.multiplier,
+            rescale.shift,
+        ),
+    };
+    Ok(CpuOp::Unary(UnaryOp {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        len: count(op, g, y)?,
+        elem,
+        kind,
+        mode,
+        zi,
+        zo,
+        multiplier,
+        shift,
+    }))
+}
+
+/// Maximum/Minimum/SquaredDifference/PRelu with the reference interpreter's preparation
+/// (`reference::pairwise`).
+fn pairwise(g: &Graph, op: &Op, func: PairFn, at: &mut dyn Operands) -> Result<CpuOp> {
+    let pw = reference::pairwise::Pairwise::new(g, op, func)?;
+    let (a, b, o) = (op.inputs[0], op.inputs[1], op.outputs[0]);
+    let elem = elem(op, g, o)?;
+    let osh = &g.tensors[o].shape;
+    let (rank, _) = shape6(op, osh)?;
+    let aligned = |s: &[usize]| -> Result<[u32; MAX_RANK]> {
+        let mut r = [1u32; MAX_RANK];
+        let skip = osh.len() - s.len().min(osh.len());
+        for (d, &v) in r[skip..osh.len()].iter_mut().zip(s) {
+            *d = u32_of(op, v)?;
+        }
+        Ok(r)
+    };
+    let (a_shape, b_shape) = (aligned(&g.tensors[a].shape)?, aligned(&g.tensors[b].shape)?);
+    let (lo, hi) = elem.int_range().unwrap_or((0, 0));
+    let mut p = BinaryParams {
+        lo,
+        hi,
+        ..Default::default()
+    };
+    match pw.q {
+        Quantized::Raw => {}
+        Quantized::SquaredDifference {
+            za,
+            zb,
+            zo,
+            left_shift,
+            in1,
+            in2,
+            out,
+        } => {
+            (p.za, p.zb, p.zo, p.left_shift) = (za, zb, zo, left_shift);
+            (p.m1, p.s1) = (in1.multiplier, in1.shift);
+            (p.m2, p.s2) = (in2.multiplier, in2.shift);
+            (p.mo, p.so) = (out.multiplier, out.shift);
+        }
+        Quantized::Prelu {
+            zx,
+            za,
+            zo,
+            pos,
+            neg,
+        } => {
+            (p.za, p.zb, p.zo) = (zx, za, zo);
+            (p.m1, p.s1) = (pos.multiplier, pos.shift);
+            (p.m2, p.s2) = (neg.multiplier, neg.shift);
+        }
+    }
+    let kind = match func {
+        PairFn::Maximum => PairwiseKind::Maximum,
+        PairFn::Minimum => PairwiseKind::Minimum,
+        PairFn::SquaredDifference => PairwiseKind::SquaredDifference,
+        PairFn::Prelu => PairwiseKind::Prelu,
+    };
+    Ok(CpuOp::Pairwise(PairwiseOp {
+        a: at.tensor(a)?,
+        b: at.tensor(b)?,
+        y: at.tensor(o)?,
+        kind,
+        elem,
+        rank,
+        a_shape,
+        b_shape,
+        p,
     }))
 }
 

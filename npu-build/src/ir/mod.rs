@@ -307,6 +307,73 @@ pub enum OpKind {
     /// them when `adj_a` / `adj_b`), the leading (batch) axes broadcast numpy-style.
     /// inputs: `[a [..., M, K], b [..., K, N]]`, output `[..., M, N]`; per-tensor quantized.
     BatchMatMul { adj_a: bool, adj_b: bool },
+    /// inputs: `[x]`; `out.shape[d] = in.shape[d] * multiples[d]`, the input repeated.
+    Tile { multiples: Vec<usize> },
+    /// inputs: `[x]`; `pads[d] = (before, after)` filled from the input itself (see [`PadMode`]).
+    MirrorPad {
+        pads: Vec<(usize, usize)>,
+        mode: PadMode,
+    },
+    /// inputs: `[x]`; the order of elements reversed along each of `axes` (sorted, unique).
+    Reverse { axes: Vec<usize> },
+    /// inputs: `[x]`; slices of `x` along `axis` at the constant `indices` (each `< x.shape[axis]`,
+    /// negative ones already wrapped). The output is `x.shape[..axis] ++ indices_shape ++
+    /// x.shape[axis + 1..]`; `indices` is the index tensor flattened in row-major order.
+    Gather { axis: usize, indices: Vec<usize> },
+    /// inputs: `[x]` NHWC; `[N, H, W, C * b * b] -> [N, H * b, W * b, C]`. Output pixel
+    /// `(h * b + i, w * b + j)` channel `c` reads input channel `(i * b + j) * C + c` (TFLite,
+    /// ONNX `DCR`) or `c * b * b + i * b + j` (ONNX `CRD`, `crd = true`).
+    DepthToSpace { block: usize, crd: bool },
+    /// inputs: `[x]` NHWC; `[N, H * b, W * b, C] -> [N, H, W, C * b * b]`, the inverse of
+    /// [`OpKind::DepthToSpace`] in `DCR` order.
+    SpaceToDepth { block: usize },
+    /// inputs: `[x]` `[N, H, W, C]` (or `[N, H, C]` with `block.1 = 1`): padded by `pads`
+    /// (`[(top, bottom), (left, right)]`, with the output zero point), then
+    /// `out[(i * bw + j) * N + n, h, w, c] = padded[n, h * bh + i, w * bw + j, c]`.
+    SpaceToBatch {
+        block: (usize, usize),
+        pads: [(usize, usize); 2],
+    },
+    /// inputs: `[x]`; the inverse of [`OpKind::SpaceToBatch`], cropping `crops` from the result.
+    BatchToSpace {
+        block: (usize, usize),
+        crops: [(usize, usize); 2],
+    },
+    /// `|x|`, rescaled from the input's quantization to the output's. inputs: `[x]`.
+    Abs,
+    /// `-x`. Integer tensors are negated as raw values (TFLite's NEG ignores the quantization).
+    /// inputs: `[x]`.
+    Neg,
+    /// Element-wise maximum of the raw values, numpy broadcasting. inputs: `[a, b]`.
+    Maximum,
+    /// Element-wise minimum of the raw values, numpy broadcasting. inputs: `[a, b]`.
+    Minimum,
+    /// `(a - b)^2`, numpy broadcasting. inputs: `[a, b]`.
+    SquaredDifference,
+    /// `x >= 0 ? x : alpha * x`, `alpha` broadcast to `x`'s shape. inputs: `[x, alpha]`.
+    Prelu,
+}
+
+/// How [`OpKind::MirrorPad`] fills the border.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// Mirror without repeating the edge (`abc -> cb|abc|ba`); pads `< dim`.
+    Reflect,
+    /// Mirror repeating the edge (`abc -> ba|abc|cb`); pads `<= dim`.
+    Symmetric,
+    /// Repeat the edge element (ONNX `Pad` mode `edge`); any pad on a non-empty dimension.
+    Edge,
+}
+
+impl PadMode {
+    /// Lower-case name as printed by tools.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PadMode::Reflect => "reflect",
+            PadMode::Symmetric => "symmetric",
+            PadMode::Edge => "edge",
+        }
+    }
 }
 
 impl OpKind {
@@ -334,6 +401,20 @@ impl OpKind {
             OpKind::Slice { .. } => "Slice",
             OpKind::TransposeConv2d(_) => "TransposeConv2D",
             OpKind::BatchMatMul { .. } => "BatchMatMul",
+            OpKind::Tile { .. } => "Tile",
+            OpKind::MirrorPad { .. } => "MirrorPad",
+            OpKind::Reverse { .. } => "Reverse",
+            OpKind::Gather { .. } => "Gather",
+            OpKind::DepthToSpace { .. } => "DepthToSpace",
+            OpKind::SpaceToDepth { .. } => "SpaceToDepth",
+            OpKind::SpaceToBatch { .. } => "SpaceToBatch",
+            OpKind::BatchToSpace { .. } => "BatchToSpace",
+            OpKind::Abs => "Abs",
+            OpKind::Neg => "Neg",
+            OpKind::Maximum => "Maximum",
+            OpKind::Minimum => "Minimum",
+            OpKind::SquaredDifference => "SquaredDifference",
+            OpKind::Prelu => "PRelu",
         }
     }
 }

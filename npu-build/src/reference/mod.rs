@@ -17,8 +17,11 @@ pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod convert;
 pub(crate) mod movement;
+pub(crate) mod pairwise;
 pub(crate) mod pool;
+pub(crate) mod remap;
 pub(crate) mod softmax;
+pub(crate) mod unary;
 pub(crate) mod util;
 // movea
 pub(crate) mod slice;
@@ -291,6 +294,24 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Slice { begin, step, size } => slice::Slice::prepare(g, op, begin, step, size),
         OpKind::TransposeConv2d(a) => transpose_conv::TransposeConv::prepare(g, op, a),
         OpKind::BatchMatMul { adj_a, adj_b } => matmul::BatchMatMul::prepare(g, op, *adj_a, *adj_b),
+        OpKind::Tile { .. }
+        | OpKind::MirrorPad { .. }
+        | OpKind::Reverse { .. }
+        | OpKind::Gather { .. } => remap::Remap::prepare(g, op),
+        OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => {
+            remap::prepare_space_depth(g, op)
+        }
+        OpKind::SpaceToBatch { .. } | OpKind::BatchToSpace { .. } => {
+            remap::BatchSpaceKernel::prepare(g, op)
+        }
+        OpKind::Abs => unary::Unary::prepare(g, op, unary::UnaryFn::Abs),
+        OpKind::Neg => unary::Unary::prepare(g, op, unary::UnaryFn::Neg),
+        OpKind::Maximum => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Maximum),
+        OpKind::Minimum => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Minimum),
+        OpKind::SquaredDifference => {
+            pairwise::Pairwise::prepare(g, op, pairwise::PairFn::SquaredDifference)
+        }
+        OpKind::Prelu => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Prelu),
     }
 }
 

@@ -59,7 +59,7 @@ impl Requant {
         }))
     }
 
-    fn apply(self, d: Data) -> Data {
+    pub(crate) fn apply(self, d: Data) -> Data {
         let f = |v: i32| {
             self.rescale
                 .apply(v.wrapping_sub(self.zi))
@@ -164,6 +164,15 @@ impl Transpose {
             },
             vec![op.inputs[0]],
         ))
+    }
+
+    /// A transpose of a checked view: `in_shape` and the permutation `perm` of its axes.
+    pub(crate) fn with(in_shape: Vec<usize>, perm: Vec<usize>, requant: Option<Requant>) -> Self {
+        Transpose {
+            in_shape,
+            perm,
+            requant,
+        }
     }
 
     fn gather<T: std::marker::Copy + Default>(&self, x: &[T]) -> Result<Vec<T>> {

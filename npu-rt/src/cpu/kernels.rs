@@ -198,6 +198,10 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::Slice(p) => super::slice::slice(&p, weights, arena),
         Op::TransposeConv(p) => super::matmul::transpose_conv(&p, weights, arena),
         Op::BatchMatMul(p) => super::matmul::batch_matmul(&p, weights, arena),
+        Op::Remap(p) => super::movement::remap(&p, weights, arena),
+        Op::BatchSpace(p) => super::movement::batch_space(&p, weights, arena),
+        Op::Unary(p) => p.execute(weights, arena),
+        Op::Pairwise(p) => p.execute(weights, arena),
     }
 }
 

@@ -31,6 +31,7 @@ pub mod elem;
 pub mod fixed;
 pub mod float;
 mod kernels;
+pub mod math;
 mod movement;
 // matmul
 mod matmul;
@@ -40,8 +41,11 @@ mod slice;
 mod words;
 
 pub use elem::Elem;
+pub use math::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
+pub use params::BatchSpaceOp;
 pub use params::{
-    ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, ResizeOp,
+    ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, RemapOp,
+    ResizeOp,
 };
 // movea
 pub use params::SliceOp;
@@ -196,6 +200,14 @@ pub enum Op {
     TransposeConv(ConvOp),
     /// Matrix product of two int8 activations (see [`MatMulOp`]).
     BatchMatMul(MatMulOp),
+    /// Tile, MirrorPad, Reverse or Gather as a separable index map (see [`RemapOp`]).
+    Remap(RemapOp),
+    /// SpaceToBatch or BatchToSpace (see [`BatchSpaceOp`]).
+    BatchSpace(BatchSpaceOp),
+    /// Abs or Neg (see [`UnaryOp`]).
+    Unary(UnaryOp),
+    /// Maximum, Minimum, SquaredDifference or PRelu (see [`PairwiseOp`]).
+    Pairwise(PairwiseOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -341,6 +353,12 @@ const OP_SLICE: u32 = 56;
 // matmul: codes 72..=79
 const OP_TRANSPOSE_CONV: u32 = 72;
 const OP_BATCH_MATMUL: u32 = 73;
+// Codes 64..=71: permutes and gathers.
+const OP_REMAP: u32 = 64;
+const OP_BATCH_SPACE: u32 = 65;
+// elem
+const OP_UNARY: u32 = 40;
+const OP_PAIRWISE: u32 = 41;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -380,6 +398,24 @@ impl Op {
             Op::Slice(_) => "Slice",
             Op::TransposeConv(_) => "TransposeConv2D",
             Op::BatchMatMul(_) => "BatchMatMul",
+            Op::Remap(_) => "Remap",
+            Op::BatchSpace(p) => {
+                if p.to_batch {
+                    "SpaceToBatch"
+                } else {
+                    "BatchToSpace"
+                }
+            }
+            Op::Unary(p) => match p.kind {
+                UnaryKind::Abs => "Abs",
+                UnaryKind::Neg => "Neg",
+            },
+            Op::Pairwise(p) => match p.kind {
+                PairwiseKind::Maximum => "Maximum",
+                PairwiseKind::Minimum => "Minimum",
+                PairwiseKind::SquaredDifference => "SquaredDifference",
+                PairwiseKind::Prelu => "PRelu",
+            },
         }
     }
 
@@ -539,6 +575,10 @@ impl Op {
             Op::Slice(p) => p.put(w.put(OP_SLICE)),
             Op::TransposeConv(p) => p.put(w.put(OP_TRANSPOSE_CONV)),
             Op::BatchMatMul(p) => p.put(w.put(OP_BATCH_MATMUL)),
+            Op::Remap(p) => p.put(w.put(OP_REMAP)),
+            Op::BatchSpace(p) => p.put(w.put(OP_BATCH_SPACE)),
+            Op::Unary(p) => p.put(w.put(OP_UNARY)),
+            Op::Pairwise(p) => p.put(w.put(OP_PAIRWISE)),
         }
         w.finish()
     }
@@ -679,6 +719,10 @@ impl Op {
             OP_SLICE => Op::Slice(SliceOp::get(&mut r)?),
             OP_TRANSPOSE_CONV => Op::TransposeConv(ConvOp::get(&mut r)?),
             OP_BATCH_MATMUL => Op::BatchMatMul(MatMulOp::get(&mut r)?),
+            OP_REMAP => Op::Remap(RemapOp::get(&mut r)?),
+            OP_BATCH_SPACE => Op::BatchSpace(BatchSpaceOp::get(&mut r)?),
+            OP_UNARY => Op::Unary(UnaryOp::get(&mut r)?),
+            OP_PAIRWISE => Op::Pairwise(PairwiseOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -4,7 +4,9 @@ use super::elem::{Int, load_f32, store_f32, with_int};
 use super::fixed::multiply_by_quantized_multiplier;
 use super::float::round_half_away_f32;
 use super::kernels::{operands, volume};
-use super::params::{ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, ResizeOp};
+use super::params::{
+    BatchSpaceOp, ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, RemapOp, ResizeOp,
+};
 use super::{Elem, MAX_RANK};
 
 /// Applies `r` in place to `len` integers of type `T` in `y`.
@@ -296,4 +298,112 @@ pub(super) fn mean(p: &MeanOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         }
         Some(())
     }, else None)
+}
+
+/// Tile, MirrorPad, Reverse, Gather: every output element read through the offset tables.
+pub(super) fn remap(p: &RemapOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    if !requant_ok(p.elem, p.requant) {
+        return None;
+    }
+    let ins = dims(&p.in_shape, p.rank)?;
+    let outs = dims(&p.out_shape, p.rank)?;
+    let rank = ins.len();
+    let e = p.elem.size();
+    let nx = volume(ins)?;
+    let ny = volume(outs)?;
+    let entries: usize = outs
+        .iter()
+        .try_fold(0usize, |a, &d| a.checked_add(d as usize))?;
+    let ([x, table], y) = operands(
+        weights,
+        arena,
+        [
+            (p.x, nx.checked_mul(e)?),
+            (p.table, entries.checked_mul(4)?),
+        ],
+        (p.y, ny.checked_mul(e)?),
+    )?;
+    // Start of each dimension's table, in entries.
+    let mut start = [0usize; MAX_RANK];
+    let mut s = 0usize;
+    for d in 0..rank {
+        start[d] = s;
+        s += outs[d] as usize;
+    }
+    let entry = |k: usize| -> Option<usize> {
+        let b = table.get(k * 4..k * 4 + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    if ny > 0 {
+        let mut idx = [0usize; MAX_RANK];
+        for slot in y.chunks_exact_mut(e) {
+            let mut at = 0usize;
+            for d in 0..rank {
+                at = at.checked_add(entry(start[d] + idx[d])?)?;
+            }
+            slot.copy_from_slice(x.get(at * e..at.checked_add(1)? * e)?);
+            for d in (0..rank).rev() {
+                idx[d] += 1;
+                if idx[d] < outs[d] as usize {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+    with_int!(p.elem, T => requant_in_place::<T>(y, ny, p.requant), else ());
+    Some(())
+}
+
+/// SpaceToBatch / BatchToSpace (TFLite's `SpaceToBatchND` / `BatchToSpaceND` index arithmetic).
+pub(super) fn batch_space(p: &BatchSpaceOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    if !requant_ok(p.elem, p.requant) || p.n == 0 || p.on == 0 || p.bh == 0 || p.bw == 0 {
+        return None;
+    }
+    let e = p.elem.size();
+    let nx = volume(&[p.n, p.h, p.w, p.c])?;
+    let ny = volume(&[p.on, p.oh, p.ow, p.c])?;
+    let ([x], y) = operands(
+        weights,
+        arena,
+        [(p.x, nx.checked_mul(e)?)],
+        (p.y, ny.checked_mul(e)?),
+    )?;
+    let [n, h, w, c] = [p.n, p.h, p.w, p.c].map(|v| v as usize);
+    let [on, oh, ow] = [p.on, p.oh, p.ow].map(|v| v as usize);
+    let [bh, bw, top, left] = [p.bh, p.bw, p.top, p.left].map(|v| v as usize);
+    let pad = p.pad.to_le_bytes();
+    let row = c.checked_mul(e)?;
+    for ob in 0..on {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let src = if p.to_batch {
+                    let (b, k) = (ob % n, ob / n);
+                    let (i, j) = (k / bw, k % bw);
+                    let sy = (oy * bh + i).checked_sub(top).filter(|&v| v < h);
+                    let sx = (ox * bw + j).checked_sub(left).filter(|&v| v < w);
+                    match (sy, sx) {
+                        (Some(sy), Some(sx)) => Some((b * h + sy) * w + sx),
+                        _ => None,
+                    }
+                } else {
+                    let (sy, sx) = (oy + top, ox + left);
+                    let b = ((sy % bh) * bw + sx % bw) * on + ob;
+                    Some((b * h + sy / bh) * w + sx / bw)
+                };
+                let at = ((ob * oh + oy) * ow + ox) * row;
+                let dst = y.get_mut(at..at.checked_add(row)?)?;
+                match src {
+                    Some(s) => dst.copy_from_slice(x.get(s * row..s.checked_add(1)? * row)?),
+                    None => {
+                        for slot in dst.chunks_exact_mut(e) {
+                            slot.copy_from_slice(&pad[..e]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    with_int!(p.elem, T => requant_in_place::<T>(y, ny, p.requant), else ());
+    Some(())
 }

@@ -365,3 +365,47 @@ record! {
         pub shift: i32,
     }
 }
+
+record! {
+    /// A separable index map (Tile, MirrorPad, Reverse, Gather): output element
+    /// `(o_0, .., o_r)` of `out_shape` is input element `sum_d table_d[o_d]` of a tensor of
+    /// `in_shape` (first `rank` entries each). `table` (read-only region) holds, dimension after
+    /// dimension, `out_shape[d]` u32 input element offsets (coordinate times stride), decided at
+    /// compile time. Then `requant` (integers only).
+    pub struct RemapOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub table: Buf,
+        pub elem: Elem,
+        pub rank: u32,
+        pub in_shape: [u32; MAX_RANK],
+        pub out_shape: [u32; MAX_RANK],
+        pub requant: OutRequant,
+    }
+}
+
+record! {
+    /// SpaceToBatch (`to_batch`) or BatchToSpace between `[n, h, w, c]` and
+    /// `[on, oh, ow, c]` with block `(bh, bw)`; `(top, left)` is the padding (SpaceToBatch,
+    /// filled with the element whose little-endian bytes are `pad`) or the crop (BatchToSpace).
+    /// Then `requant` (integers only).
+    pub struct BatchSpaceOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub elem: Elem,
+        pub to_batch: bool,
+        pub n: u32,
+        pub h: u32,
+        pub w: u32,
+        pub c: u32,
+        pub on: u32,
+        pub oh: u32,
+        pub ow: u32,
+        pub bh: u32,
+        pub bw: u32,
+        pub top: u32,
+        pub left: u32,
+        pub pad: u32,
+        pub requant: OutRequant,
+    }
+}

@@ -55,6 +55,11 @@ impl FmKind {
     }
 }
 
+/// A 40-bit stride register value as a signed number.
+fn signed40(v: u64) -> i64 {
+    (((v & 0xff_ffff_ffff) << 24) as i64) >> 24
+}
+
 impl FeatureMap {
     /// Builds the feature map from its registers, validating the precision fields.
     pub fn new(regs: &FmRegs, kind: FmKind) -> Result<Self, SimErrorKind> {
@@ -128,18 +133,28 @@ impl FeatureMap {
             y -= self.height0;
             t = 2;
         }
-        let base = *self.base.get(t)?;
-        let row = y.checked_mul(self.stride_y)?;
+        let base = i64::try_from(*self.base.get(t)?).ok()?;
+        // Strides are 40-bit two's-complement registers: Vela writes negative ones to mirror
+        // (MirrorPad) and reverse the write order (`ofm_stride_multiplier`).
+        let y = i64::try_from(y).ok()?;
+        let x = i64::try_from(x).ok()?;
+        let c0 = i64::try_from(c0).ok()?;
+        let elem = self.elem as i64;
+        let row = y.checked_mul(signed40(self.stride_y))?;
         let (col, chan) = match self.format {
-            ActivationFormat::Nhwc => (x.checked_mul(self.stride_x)?, c0.checked_mul(self.elem)?),
+            ActivationFormat::Nhwc => (
+                x.checked_mul(signed40(self.stride_x))?,
+                c0.checked_mul(elem)?,
+            ),
             ActivationFormat::Nhcwb16 => (
-                x.checked_mul(16 * self.elem)?,
+                x.checked_mul(16 * elem)?,
                 (c0 / 16)
-                    .checked_mul(self.stride_c)?
-                    .checked_add((c0 % 16) * self.elem)?,
+                    .checked_mul(signed40(self.stride_c))?
+                    .checked_add((c0 % 16) * elem)?,
             ),
         };
-        base.checked_add(row)?.checked_add(col)?.checked_add(chan)
+        let a = base.checked_add(row)?.checked_add(col)?.checked_add(chan)?;
+        u64::try_from(a).ok()
     }
 
     /// Runs of contiguous channels at one `(y, x)`: (first channel, count).
@@ -305,5 +320,20 @@ mod tests {
         assert_eq!(f.addr(2, 0, 0), Some(200));
         let f = fm(ActivationFormat::Nhcwb16);
         assert_eq!(f.addr(0, 1, 16), Some(16 + 64));
+    }
+
+    #[test]
+    fn negative_40_bit_strides_walk_backwards() {
+        // Vela's MirrorPad writes rows upwards: OFM_STRIDE_Y = 0xff_ffff_ff50 (-176).
+        let mut f = fm(ActivationFormat::Nhwc);
+        f.base = [1000, 0, 0, 0];
+        f.height0 = 8;
+        f.width0 = 8;
+        f.stride_y = 0xff_ffff_ff50;
+        f.stride_x = 0xff_ffff_fff0;
+        assert_eq!(f.addr(1, 0, 0), Some(1000 - 176));
+        assert_eq!(f.addr(2, 3, 1), Some(1000 - 352 - 48 + 1));
+        // Below address 0 is an error, not a wrap.
+        assert_eq!(f.addr(6, 0, 0), None);
     }
 }

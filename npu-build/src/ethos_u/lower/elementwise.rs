@@ -25,8 +25,10 @@ use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, IfmUpscaleMod
 
 use super::Lowering;
 use super::pool::{clamp, ofm_scale};
-use crate::error::Result;
-use crate::ethos_u::npu_op::{InputScaling, Kernel, NpuOp, NpuOpKind, Operand2, Scale};
+use crate::error::{Error, Result};
+use crate::ethos_u::npu_op::{
+    FeatureMap, InputScaling, Kernel, Layout, NpuOp, NpuOpKind, Operand2, Scale,
+};
 use crate::ir::quant::quantize_multiplier;
 use crate::ir::{DType, Op, OpKind, Padding, TensorId};
 
@@ -82,6 +84,72 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ));
         }
     }
+    // The tensors as [H, W, C] feature maps; models of higher rank or batch fold their
+    // dimensions (see `folded`).
+    let (ofm, ifm, ifm2, reversed) = binary_operands(cx, op, a, b, y)?;
+    let (sa, _) = cx.quant(a);
+    let (sb, _) = cx.quant(b);
+    let (so, _) = cx.quant(y);
+    let (ofm_scale, input_scaling) = match mode {
+        ElementwiseMode::Mul => (mul_scale(cx, op, sa, sb, so)?, None),
+        _ => {
+            let (ofm_scale, scaling) = add_sub_scales(cx, op, sa, sb, so)?;
+            (ofm_scale, Some(scaling))
+        }
+    };
+    let activation = clamp(cx, op, activation, y, ofm.dtype)?;
+    cx.program.ops.push(NpuOp {
+        name: op.name.clone(),
+        kind: NpuOpKind::Elementwise {
+            mode,
+            ifm2: Some(ifm2),
+            reversed,
+            input_scaling,
+        },
+        ifm,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(ofm_scale),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        activation,
+        block: None,
+    });
+    Ok(())
+}
+
+/// OFM, IFM, IFM2 and the operand swap (`true`: IFM2 is the first input) of a binary operation
+/// with numpy broadcasting, at any rank: [`direct`], else [`folded`].
+pub(super) fn binary_operands(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    a: TensorId,
+    b: TensorId,
+    y: TensorId,
+) -> Result<(FeatureMap, FeatureMap, Operand2, bool)> {
+    match direct(cx, op, a, b, y) {
+        Ok(v) => Ok(v),
+        Err(e @ Error::HardwareLimit { .. }) => folded(cx, op, a, b, y).map_err(|f| match f {
+            Error::HardwareLimit { .. } => e,
+            other => other,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// OFM, IFM, IFM2 and the operand swap of tensors that map onto `[H, W, C]` directly
+/// ([`Lowering::hwc`]: batch 1, rank <= 4).
+fn direct(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    a: TensorId,
+    b: TensorId,
+    y: TensorId,
+) -> Result<(FeatureMap, FeatureMap, Operand2, bool)> {
+    let g = cx.graph;
+    let (at, bt, yt) = (&g.tensors[a], &g.tensors[b], &g.tensors[y]);
     let ofm = cx.fm(op, y)?;
     let a_shape = broadcast_hwc(cx, op, a, y)?;
     let b_shape = broadcast_hwc(cx, op, b, y)?;
@@ -117,42 +185,132 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         ));
     };
     let ifm = cx.fm(op, ifm_t)?;
-    let (sa, _) = cx.quant(a);
-    let (sb, _) = cx.quant(b);
-    let (so, _) = cx.quant(y);
-    let (ofm_scale, input_scaling) = match mode {
-        ElementwiseMode::Mul => (mul_scale(cx, op, sa, sb, so)?, None),
-        _ => {
-            let (ofm_scale, scaling) = add_sub_scales(cx, op, sa, sb, so)?;
-            (ofm_scale, Some(scaling))
+    Ok((ofm, ifm, ifm2, reversed))
+}
+
+/// [`direct`] for any rank and batch: output dimensions of size 1 are dropped and neighbouring
+/// dimensions in which both operands are either full or broadcast are merged; at most three
+/// groups must remain (`[H, W, C]`), the full operand is the IFM and the other the broadcast
+/// IFM2. All three tensors must be dense NHWC (they are: such tensors never get bricks).
+fn folded(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    a: TensorId,
+    b: TensorId,
+    y: TensorId,
+) -> Result<(FeatureMap, FeatureMap, Operand2, bool)> {
+    let g = cx.graph;
+    let os = g.tensors[y].shape.clone();
+    let padded = |t: TensorId| -> Result<Vec<usize>> {
+        let s = &g.tensors[t].shape;
+        if s.len() > os.len() {
+            return Err(Lowering::invalid(
+                op,
+                format!(
+                    "input '{}' {s:?} has a higher rank than the output {os:?}",
+                    g.tensors[t].name
+                ),
+            ));
         }
+        let mut v = vec![1; os.len() - s.len()];
+        v.extend_from_slice(s);
+        Ok(v)
     };
-    let activation = clamp(cx, op, activation, y, ofm.dtype)?;
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: NpuOpKind::Elementwise {
-            mode,
-            ifm2: Some(ifm2),
-            reversed,
-            input_scaling,
+    let (ap, bp) = (padded(a)?, padded(b)?);
+    // (size, a is full, b is full) per group of merged output dimensions.
+    let mut groups: Vec<(usize, bool, bool)> = Vec::new();
+    for i in 0..os.len() {
+        if os[i] == 1 {
+            continue;
+        }
+        let (af, bf) = (ap[i] == os[i], bp[i] == os[i]);
+        if (!af && ap[i] != 1) || (!bf && bp[i] != 1) {
+            return Err(Lowering::invalid(
+                op,
+                format!("inputs {ap:?} and {bp:?} do not broadcast to the output {os:?}"),
+            ));
+        }
+        match groups.last_mut() {
+            Some(last) if last.1 == af && last.2 == bf => last.0 = last.0.saturating_mul(os[i]),
+            _ => groups.push((os[i], af, bf)),
+        }
+    }
+    if groups.len() > 3 {
+        return Err(cx.limit(
+            op,
+            format!(
+                "inputs {ap:?} and {bp:?} broadcast to {os:?} in {} alternating groups of \
+                 dimensions; a feature map has three",
+                groups.len()
+            ),
+        ));
+    }
+    let (mut o3, mut a3, mut b3) = ([1usize; 3], [1usize; 3], [1usize; 3]);
+    for (k, &(n, af, bf)) in groups.iter().rev().enumerate() {
+        o3[2 - k] = n;
+        a3[2 - k] = if af { n } else { 1 };
+        b3[2 - k] = if bf { n } else { 1 };
+    }
+    if o3.iter().any(|&d| d > 65536) {
+        return Err(cx.limit(
+            op,
+            format!("folded output {o3:?} has a dimension above 65536"),
+        ));
+    }
+    let (ifm_t, ifm2_t, ifm2_shape, reversed) = if a3 == o3 {
+        (a, b, b3, false)
+    } else if b3 == o3 {
+        (b, a, a3, true)
+    } else {
+        return Err(cx.limit(
+            op,
+            "both inputs are broadcast; the NPU broadcasts only the second operand",
+        ));
+    };
+    let ofm = dense_fm(cx, op, y, o3)?;
+    let ifm = dense_fm(cx, op, ifm_t, o3)?;
+    let ifm2 = match scalar(cx, ifm2_t) {
+        Some(value) => Operand2::Scalar {
+            value,
+            zero_point: cx.quant(ifm2_t).1,
         },
-        ifm,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(ofm_scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        activation,
-        block: None,
-    });
-    Ok(())
+        None => Operand2::Tensor(dense_fm(cx, op, ifm2_t, ifm2_shape)?),
+    };
+    Ok((ofm, ifm, ifm2, reversed))
+}
+
+/// Tensor `t` viewed as the `[H, W, C]` box `shape` (same element count), if it is stored as a
+/// dense NHWC block.
+fn dense_fm(cx: &mut Lowering<'_>, op: &Op, t: TensorId, shape: [usize; 3]) -> Result<FeatureMap> {
+    let dtype = cx.elem_type(op, t)?;
+    let (_, zero_point) = cx.quant(t);
+    let p = cx.place(t);
+    let tensor = &cx.graph.tensors[t];
+    let e = tensor.dtype.size();
+    let s = &tensor.shape;
+    let c = s.last().copied().unwrap_or(1);
+    let w = if s.len() >= 2 { s[s.len() - 2] } else { 1 };
+    let dense = p.layout == Layout::Nhwc && p.strides == [w * c * e, c * e, e];
+    if !dense || shape.iter().product::<usize>() != tensor.elements() {
+        return Err(cx.limit(
+            op,
+            format!("tensor '{}' {:?} is not a dense NHWC block", tensor.name, s),
+        ));
+    }
+    Ok(FeatureMap {
+        offset: p.offset,
+        ..FeatureMap::nhwc(p.buffer, shape, dtype, zero_point)
+    })
 }
 
 /// `[H, W, C]` of input `t` broadcast against output `y`: `t`'s shape aligned to the right of
 /// `y`'s rank (numpy rules), then mapped like [`Lowering::hwc`] maps `y`.
-fn broadcast_hwc(cx: &Lowering<'_>, op: &Op, t: TensorId, y: TensorId) -> Result<[usize; 3]> {
+pub(super) fn broadcast_hwc(
+    cx: &Lowering<'_>,
+    op: &Op,
+    t: TensorId,
+    y: TensorId,
+) -> Result<[usize; 3]> {
     let g = cx.graph;
     let (ts, ys) = (&g.tensors[t].shape, &g.tensors[y].shape);
     if ts.len() > ys.len() {
@@ -189,7 +347,7 @@ fn broadcast_hwc(cx: &Lowering<'_>, op: &Op, t: TensorId, y: TensorId) -> Result
 }
 
 /// The raw value of `t` if it is a single-element integer constant of at most 16 bits.
-fn scalar(cx: &Lowering<'_>, t: TensorId) -> Option<i32> {
+pub(super) fn scalar(cx: &Lowering<'_>, t: TensorId) -> Option<i32> {
     let tensor = &cx.graph.tensors[t];
     if tensor.elements() != 1 {
         return None;
@@ -207,7 +365,7 @@ fn scalar(cx: &Lowering<'_>, t: TensorId) -> Option<i32> {
 
 /// The second operand: a scalar register value, or `t`'s feature map viewed with its broadcast
 /// shape (dimensions of size 1 are broadcast by the hardware).
-fn operand2(
+pub(super) fn operand2(
     cx: &mut Lowering<'_>,
     op: &Op,
     t: TensorId,

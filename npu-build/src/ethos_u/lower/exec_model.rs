@@ -244,7 +244,11 @@ impl Machine {
             "{}: IFM must have the OFM's shape",
             op.name
         );
-        let s = op.ofm_scale.expect("elementwise has a global scale");
+        // MIN and MAX are unscaled (the per-channel scale mode bit, no scale stream).
+        let s = match mode {
+            ElementwiseMode::Min | ElementwiseMode::Max => Scale::UNIT,
+            _ => op.ofm_scale.expect("elementwise has a global scale"),
+        };
         for y in 0..oh {
             for x in 0..ow {
                 for c in 0..oc {
@@ -281,6 +285,9 @@ impl Machine {
                             };
                             scale(r, s, op.ofm_round, 0)
                         }
+                        ElementwiseMode::Min => a.min(b),
+                        ElementwiseMode::Max => a.max(b),
+                        ElementwiseMode::Abs => scale(a.abs(), s, op.ofm_round, 0),
                         other => panic!("{other:?} not modelled"),
                     };
                     out[(y * ow + x) * oc + c] = v;

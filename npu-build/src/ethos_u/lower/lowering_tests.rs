@@ -1460,3 +1460,11 @@ fn fully_connected_three_d_keeps_rows() {
         check_graph(b.g, &format!("fc3d_{}", shape[0]));
     }
 }
+
+// moveb: permutes and gathers.
+#[path = "lowering_tests/permute.rs"]
+mod permute;
+
+// elem
+#[path = "math_tests.rs"]
+mod math_tests;

@@ -19,8 +19,10 @@ mod concat;
 mod conv;
 mod elementwise;
 mod lut;
+mod math;
 mod mean;
 mod pad;
+mod permute;
 mod pool;
 mod resize;
 mod softmax;
@@ -368,9 +370,19 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Pad { .. } => pad::lower(cx, op),
         OpKind::Resize { .. } => resize::lower(cx, op),
         OpKind::Softmax { .. } => softmax::lower(cx, op),
-        OpKind::Transpose { .. } | OpKind::Dequantize => Err(cx.limit(
+        OpKind::Dequantize => {
+            Err(cx.limit(op, "the NPU lowering has no dequantize; it runs on the CPU"))
+        }
+        OpKind::Transpose { .. }
+        | OpKind::Tile { .. }
+        | OpKind::MirrorPad { .. }
+        | OpKind::Reverse { .. }
+        | OpKind::Gather { .. }
+        | OpKind::DepthToSpace { .. }
+        | OpKind::SpaceToDepth { .. } => permute::lower(cx, op),
+        OpKind::SpaceToBatch { .. } | OpKind::BatchToSpace { .. } => Err(cx.limit(
             op,
-            "the NPU lowering has no transpose/dequantize; these run on the CPU",
+            "SpaceToBatch/BatchToSpace outside a dilated convolution run on the CPU",
         )),
         OpKind::Slice { .. } => slice::lower(cx, op),
         OpKind::TransposeConv2d(_) => transpose_conv::lower(cx, op),
@@ -378,6 +390,12 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             op,
             "the NPU lowering has no matrix product of two activations; it runs on the CPU",
         )),
+        OpKind::Abs
+        | OpKind::Neg
+        | OpKind::Maximum
+        | OpKind::Minimum
+        | OpKind::SquaredDifference
+        | OpKind::Prelu => math::lower(cx, op),
     }
 }
 

@@ -44,7 +44,6 @@ const FOLD_ONLY: &[&str] = &[
     "ConstantOfShape",
     "Div",
     "Expand",
-    "Gather",
     "Range",
     "Shape",
     "Size",

@@ -7,6 +7,9 @@
 //! as they are. SAME/VALID padding becomes explicit padding computed exactly as TFLite's
 //! `ComputePaddingWithOffset` does.
 
+mod dilated;
+#[cfg(test)]
+pub(crate) use dilated::fold_dilated_convs;
 mod fb;
 mod ops;
 mod schema;
@@ -194,6 +197,7 @@ impl<'a> Importer<'a> {
             let id = self.tensor(i, false)?;
             self.graph.outputs.push(id);
         }
+        dilated::fold_dilated_convs(&mut self.graph);
         self.prune();
         // TFLite lists operators in execution order; a corrupted file may not. Reorder (stably)
         // or report the cycle.

@@ -8,11 +8,11 @@ use super::{Importer, ctx};
 mod movement;
 use crate::error::{Error, Result};
 use crate::ir::{
-    Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
+    Activation, ConvAttrs, DType, Op, OpKind, PadMode, Padding, PoolAttrs, ResizeMode, TensorId,
     TransposeConvAttrs,
 };
 
-/// TFLite operators the importer maps, by their schema names (sorted).
+/// TFLite operators the importer maps, by their schema names (sorted within each family).
 pub const SUPPORTED: &[&str] = &[
     "ADD",
     "AVERAGE_POOL_2D",
@@ -48,6 +48,23 @@ pub const SUPPORTED: &[&str] = &[
     // matmul
     "TRANSPOSE_CONV",
     "BATCH_MATMUL",
+    // moveb
+    "DEPTH_TO_SPACE",
+    "GATHER",
+    "MIRROR_PAD",
+    "REVERSE_V2",
+    "SPACE_TO_DEPTH",
+    "TILE",
+    "TRANSPOSE",
+    "BATCH_TO_SPACE_ND",
+    "SPACE_TO_BATCH_ND",
+    // elem
+    "ABS",
+    "MAXIMUM",
+    "MINIMUM",
+    "NEG",
+    "PRELU",
+    "SQUARED_DIFFERENCE",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -87,6 +104,22 @@ pub fn is_supported(code: i32) -> bool {
             | b::UNPACK
             | b::TRANSPOSE_CONV
             | b::BATCH_MATMUL
+            // moveb
+            | b::DEPTH_TO_SPACE
+            | b::GATHER
+            | b::MIRROR_PAD
+            | b::REVERSE_V2
+            | b::SPACE_TO_DEPTH
+            | b::TILE
+            | b::TRANSPOSE
+            | b::BATCH_TO_SPACE_ND
+            | b::SPACE_TO_BATCH_ND
+            | b::ABS
+            | b::MAXIMUM
+            | b::MINIMUM
+            | b::NEG
+            | b::PRELU
+            | b::SQUARED_DIFFERENCE
     )
 }
 
@@ -573,6 +606,147 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
         b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
         b::RELU6 => (OpKind::Activation(Activation::Relu6), vec![x]),
         b::RELU_N1_TO_1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
+        // moveb
+        b::TRANSPOSE => {
+            let p = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let raw = const_ints(im, op, p, "perm")?;
+            let mut perm = Vec::with_capacity(raw.len());
+            for &v in &raw {
+                perm.push(normalize_axis(op, v, rank)?);
+            }
+            (OpKind::Transpose { perm }, vec![x])
+        }
+        b::TILE => {
+            let m = required(im, 1)?;
+            let raw = const_ints(im, op, m, "multiples")?;
+            let multiples = raw
+                .iter()
+                .map(|&v| usize::try_from(v))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|_| op.invalid(format!("negative multiples {raw:?}")))?;
+            (OpKind::Tile { multiples }, vec![x])
+        }
+        b::MIRROR_PAD => {
+            let mode = match op.options(options_type::MIRROR_PAD) {
+                Some(o) => ctx(o.i8(opts::MIRROR_PAD_MODE, 0, &what))?,
+                None => 0,
+            };
+            let mode = match mode {
+                0 => PadMode::Reflect,
+                1 => PadMode::Symmetric,
+                m => return Err(op.invalid(format!("unknown mirror pad mode {m}"))),
+            };
+            let p = required(im, 1)?;
+            let pads = pad_pairs(im, op, p, x)?;
+            (OpKind::MirrorPad { pads, mode }, vec![x])
+        }
+        b::REVERSE_V2 => {
+            let a = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let mut axes = Vec::new();
+            for v in const_ints(im, op, a, "axis")? {
+                axes.push(normalize_axis(op, v, rank)?);
+            }
+            axes.sort_unstable();
+            axes.dedup();
+            (OpKind::Reverse { axes }, vec![x])
+        }
+        b::GATHER => {
+            let (axis, batch_dims) = match op.options(options_type::GATHER) {
+                Some(o) => (
+                    ctx(o.i32(opts::GATHER_AXIS, 0, &what))?,
+                    ctx(o.i32(opts::GATHER_BATCH_DIMS, 0, &what))?,
+                ),
+                None => (0, 0),
+            };
+            if batch_dims != 0 {
+                return Err(
+                    op.invalid(format!("batch_dims {batch_dims} is not supported (only 0)"))
+                );
+            }
+            let rank = im.graph.tensors[x].shape.len();
+            let axis = normalize_axis(op, i64::from(axis), rank)?;
+            let i = required(im, 1)?;
+            let raw = const_ints(im, op, i, "indices")?;
+            let n = im.graph.tensors[x].shape[axis];
+            // TFLite's gather rejects indices outside [0, n): no wrapping of negative ones.
+            let indices = raw
+                .iter()
+                .map(|&v| usize::try_from(v).ok().filter(|&v| v < n))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    op.invalid(format!(
+                        "indices {raw:?} out of range for dimension {axis} of size {n}"
+                    ))
+                })?;
+            (OpKind::Gather { axis, indices }, vec![x])
+        }
+        b::DEPTH_TO_SPACE | b::SPACE_TO_DEPTH => {
+            let (ty, table) = if op.code == b::DEPTH_TO_SPACE {
+                (options_type::DEPTH_TO_SPACE, "DepthToSpaceOptions")
+            } else {
+                (options_type::SPACE_TO_DEPTH, "SpaceToDepthOptions")
+            };
+            let o = op.required_options(ty, table)?;
+            let block = positive(op, ctx(o.i32(opts::BLOCK_SIZE, 0, &what))?, "block_size")?;
+            let kind = if op.code == b::DEPTH_TO_SPACE {
+                OpKind::DepthToSpace { block, crd: false }
+            } else {
+                OpKind::SpaceToDepth { block }
+            };
+            (kind, vec![x])
+        }
+        b::SPACE_TO_BATCH_ND | b::BATCH_TO_SPACE_ND => {
+            let bs = required(im, 1)?;
+            let block = const_ints(im, op, bs, "block_shape")?;
+            let p = required(im, 2)?;
+            let raw = const_ints(im, op, p, "paddings/crops")?;
+            let bad = || {
+                op.invalid(format!(
+                    "block_shape {block:?} and paddings/crops {raw:?} must be positive / \
+                     non-negative, one or two spatial dimensions"
+                ))
+            };
+            let pos = |v: i64| usize::try_from(v).ok().filter(|&v| v > 0);
+            let nn = |v: i64| usize::try_from(v).ok();
+            let (blk, pairs) = match (block.as_slice(), raw.as_slice()) {
+                ([h], [t, b]) => ((pos(*h), Some(1)), [(nn(*t), nn(*b)), (Some(0), Some(0))]),
+                ([h, w], [t, b, l, r]) => {
+                    ((pos(*h), pos(*w)), [(nn(*t), nn(*b)), (nn(*l), nn(*r))])
+                }
+                _ => return Err(bad()),
+            };
+            let block = match blk {
+                (Some(h), Some(w)) => (h, w),
+                _ => return Err(bad()),
+            };
+            let mut pp = [(0usize, 0usize); 2];
+            for (d, pair) in pairs.iter().enumerate() {
+                match pair {
+                    (Some(a), Some(b)) => pp[d] = (*a, *b),
+                    _ => return Err(bad()),
+                }
+            }
+            let kind = if op.code == b::SPACE_TO_BATCH_ND {
+                OpKind::SpaceToBatch { block, pads: pp }
+            } else {
+                OpKind::BatchToSpace { block, crops: pp }
+            };
+            (kind, vec![x])
+        }
+        b::ABS => (OpKind::Abs, vec![x]),
+        b::NEG => (OpKind::Neg, vec![x]),
+        b::MAXIMUM | b::MINIMUM | b::SQUARED_DIFFERENCE | b::PRELU => {
+            let y = required(im, 1)?;
+            let kind = match op.code {
+                b::MAXIMUM => OpKind::Maximum,
+                b::MINIMUM => OpKind::Minimum,
+                b::SQUARED_DIFFERENCE => OpKind::SquaredDifference,
+                _ => OpKind::Prelu,
+            };
+            (kind, vec![x, y])
+        }
         _ => {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),
@@ -667,6 +841,27 @@ fn const_ints(im: &Importer, op: &RawOp, id: TensorId, what: &str) -> Result<Vec
             t.name
         ))
     })
+}
+
+/// `(before, after)` pairs of a constant `[rank, 2]` paddings tensor.
+fn pad_pairs(im: &Importer, op: &RawOp, p: TensorId, x: TensorId) -> Result<Vec<(usize, usize)>> {
+    let rank = im.graph.tensors[x].shape.len();
+    let raw = const_ints(im, op, p, "paddings")?;
+    if raw.len() != rank * 2 {
+        return Err(op.invalid(format!(
+            "paddings have {} values, expected {} for a rank-{rank} input",
+            raw.len(),
+            rank * 2
+        )));
+    }
+    raw.chunks_exact(2)
+        .map(
+            |pair| match (usize::try_from(pair[0]), usize::try_from(pair[1])) {
+                (Ok(a), Ok(b)) => Ok((a, b)),
+                _ => Err(op.invalid(format!("negative paddings {raw:?}"))),
+            },
+        )
+        .collect()
 }
 
 /// PADV2's constant value, as a raw (quantized) integer of the input's type.

@@ -100,6 +100,11 @@ pub mod options_type {
     pub const SPLIT_V: u8 = 79;
     pub const TRANSPOSE_CONV: u8 = 49;
     pub const BATCH_MATMUL: u8 = 101;
+    // moveb
+    pub const SPACE_TO_DEPTH: u8 = 19;
+    pub const GATHER: u8 = 23;
+    pub const MIRROR_PAD: u8 = 77;
+    pub const DEPTH_TO_SPACE: u8 = 94;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -150,6 +155,13 @@ pub mod opts {
     pub const BMM_ADJ_X: usize = 0;
     pub const BMM_ADJ_Y: usize = 1;
     pub const BMM_ASYMMETRIC_QUANTIZE_INPUTS: usize = 2;
+    // moveb
+    /// `SpaceToDepthOptions` and `DepthToSpaceOptions`.
+    pub const BLOCK_SIZE: usize = 0;
+    pub const GATHER_AXIS: usize = 0;
+    pub const GATHER_BATCH_DIMS: usize = 1;
+    /// `MirrorPadOptions.mode`: 0 REFLECT, 1 SYMMETRIC.
+    pub const MIRROR_PAD_MODE: usize = 0;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -231,6 +243,22 @@ pub mod builtin {
     pub const SPLIT_V: i32 = 102;
     pub const TRANSPOSE_CONV: i32 = 67;
     pub const BATCH_MATMUL: i32 = 126;
+    // moveb
+    pub const DEPTH_TO_SPACE: i32 = 5;
+    pub const SPACE_TO_DEPTH: i32 = 26;
+    pub const GATHER: i32 = 36;
+    pub const TRANSPOSE: i32 = 39;
+    pub const TILE: i32 = 69;
+    pub const MIRROR_PAD: i32 = 100;
+    pub const REVERSE_V2: i32 = 105;
+    pub const BATCH_TO_SPACE_ND: i32 = 37;
+    pub const SPACE_TO_BATCH_ND: i32 = 38;
+    pub const PRELU: i32 = 54;
+    pub const MAXIMUM: i32 = 55;
+    pub const MINIMUM: i32 = 57;
+    pub const NEG: i32 = 59;
+    pub const SQUARED_DIFFERENCE: i32 = 99;
+    pub const ABS: i32 = 101;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -11,7 +11,7 @@ use super::super::model::Node;
 use super::super::qdq;
 use super::weights::const_layout;
 use crate::error::Result;
-use crate::ir::{Activation, OpKind};
+use crate::ir::{Activation, DType, OpKind};
 
 /// Numpy broadcast of two shapes (aligned on the right).
 pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
@@ -42,6 +42,9 @@ impl Builder {
     /// `Add`, `Sub`, `Mul` of quantized operands (one may be a quantized constant).
     pub(crate) fn binary(&mut self, n: &Node) -> Result<()> {
         n.max_inputs(2)?;
+        if let Some(p) = self.squared_difference(n)? {
+            return self.bind_output(n, Val::Pending(Rc::new(p)));
+        }
         let a = self.input(n, 0)?;
         let b = self.input(n, 1)?;
         let (ia, ib, perm) = match (&a, &b) {
@@ -58,6 +61,9 @@ impl Builder {
             }
             (Val::Deq(x), Val::DeqConst(c)) => {
                 let (x, cid) = self.with_constant(n, 1, x, c)?;
+                if n.op_type == "PRelu" {
+                    self.unpad_alpha(cid, c.c.dims.len(), &x.perm);
+                }
                 (x.id, cid, x.perm)
             }
             (Val::DeqConst(c), Val::Deq(x)) => {
@@ -78,10 +84,105 @@ impl Builder {
         let kind = match n.op_type.as_str() {
             "Add" => OpKind::Add { activation },
             "Sub" => OpKind::Sub { activation },
+            "Max" => OpKind::Maximum,
+            "Min" => OpKind::Minimum,
+            "PRelu" => OpKind::Prelu,
             _ => OpKind::Mul { activation },
         };
-        let p = self.pending(n, kind, vec![ia, ib], shape, perm);
+        let mut p = self.pending(n, kind, vec![ia, ib], shape, perm);
+        if matches!(p.kind, OpKind::Maximum | OpKind::Minimum) {
+            // The IR compares stored values (TFLite's kernel): exact for dequantized values only
+            // when both inputs share one quantization; the output is then requantized from it.
+            let (qa, qb) = (&self.tensor(ia).quant, &self.tensor(ib).quant);
+            if qa != qb {
+                return Err(n.err(format!(
+                    "{} of inputs with different quantizations ({qa:?} and {qb:?}) is not supported",
+                    n.op_type
+                )));
+            }
+            p.keep_quant_of = Some(ia);
+        }
         self.bind_output(n, Val::Pending(Rc::new(p)))
+    }
+
+    /// PRelu's constant alpha keeps its own rank (TFLite's PRELU takes alpha as the model gives
+    /// it, `[1, 1, C]` for Keras): the leading 1s `with_constant` added are dropped again when
+    /// the layout leaves them in front.
+    fn unpad_alpha(&mut self, id: usize, rank: usize, perm: &[usize]) {
+        let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
+        let shape = &mut self.g.tensors[id].shape;
+        if identity && rank < shape.len() && shape[..shape.len() - rank].iter().all(|&d| d == 1) {
+            shape.drain(..shape.len() - rank);
+        }
+    }
+
+    /// `Mul(d, d)` of the unquantized result `d` of a `Sub`: tf2onnx's form of TFLite's
+    /// SQUARED_DIFFERENCE, which becomes that operator (its integer path) again.
+    fn squared_difference(&mut self, n: &Node) -> Result<Option<Pending>> {
+        if n.op_type != "Mul" || n.inputs.len() != 2 || n.inputs[0] != n.inputs[1] {
+            return Ok(None);
+        }
+        let Val::Pending(p) = self.input(n, 0)? else {
+            return Ok(None);
+        };
+        if p.kind
+            != (OpKind::Sub {
+                activation: Activation::None,
+            })
+            || p.inner.is_some()
+        {
+            return Ok(None);
+        }
+        let mut q = (*p).clone();
+        q.node = n.name.clone();
+        q.op_type = n.op_type.clone();
+        q.kind = OpKind::SquaredDifference;
+        Ok(Some(q))
+    }
+
+    /// `Neg` stays a float operator, as the TFLite converter leaves it (TFLite's integer NEG
+    /// negates stored values, which is not `QuantizeLinear(-DequantizeLinear(x))`): a
+    /// dequantized input is dequantized by an operator, negated in f32, and left to the
+    /// `QuantizeLinear` that follows.
+    fn float_neg(&mut self, n: &Node) -> Result<()> {
+        let x = match self.input(n, 0)? {
+            Val::Float(a) => a,
+            Val::Deq(a) => {
+                let shape = self.tensor(a.id).shape.clone();
+                let name = format!("{}_dequantized", n.req_input(0)?);
+                let id = self.add_tensor(&name, shape, DType::F32, None, None);
+                self.push_op(
+                    &format!("{}_dequantize", n.name),
+                    OpKind::Dequantize,
+                    vec![a.id],
+                    vec![id],
+                );
+                Act { id, perm: a.perm }
+            }
+            other => return Err(self.not_quantized(n, 0, &other)),
+        };
+        let shape = self.tensor(x.id).shape.clone();
+        let id = self.add_tensor(n.output()?, shape, DType::F32, None, None);
+        self.push_op(&n.name, OpKind::Neg, vec![x.id], vec![id]);
+        self.bind_output(n, Val::Float(Act { id, perm: x.perm }))
+    }
+
+    /// `Abs` of a dequantized tensor.
+    pub(crate) fn unary_math(&mut self, n: &Node) -> Result<()> {
+        n.max_inputs(1)?;
+        let kind = match n.op_type.as_str() {
+            "Abs" => OpKind::Abs,
+            "Neg" => return self.float_neg(n),
+            _ => return Err(self.unsupported(n)),
+        };
+        match self.input(n, 0)? {
+            Val::Deq(a) => {
+                let shape = self.tensor(a.id).shape.clone();
+                let p = self.pending(n, kind, vec![a.id], shape, a.perm);
+                self.bind_output(n, Val::Pending(Rc::new(p)))
+            }
+            other => Err(self.not_quantized(n, 0, &other)),
+        }
     }
 
     /// A constant operand laid out like activation `x` (input `i` of `n`). When the constant has
@@ -127,6 +228,13 @@ impl Builder {
                 (self.input(n, 0)?, activation_from_bounds(lo, hi))
             }
             _ => {
+                let two_tensors = n.inputs.len() == 2
+                    && matches!(self.input(n, 0)?, Val::Deq(_))
+                    && matches!(self.input(n, 1)?, Val::Deq(_));
+                if two_tensors {
+                    // Max / Min of two tensors: the IR's Maximum / Minimum.
+                    return self.binary(n);
+                }
                 if n.inputs.len() != 2 {
                     return Err(n.err(format!(
                         "{} inputs; only {} of a tensor and a scalar constant is supported",

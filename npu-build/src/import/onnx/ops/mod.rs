@@ -3,6 +3,7 @@
 mod conv;
 pub(crate) mod elementwise;
 mod matmul;
+mod permute;
 mod pool;
 mod resize;
 pub(crate) mod shape;
@@ -54,6 +55,16 @@ const SUPPORTED: &[&str] = &[
     "Split",
     // matmul
     "ConvTranspose",
+    // moveb
+    "DepthToSpace",
+    "Gather",
+    "ReverseSequence",
+    "SpaceToDepth",
+    "Tile",
+    // elem
+    "Abs",
+    "Neg",
+    "PRelu",
 ];
 
 /// The supported operator list for error messages.
@@ -104,6 +115,13 @@ impl Builder {
             "Slice" => self.slice(n),
             "Split" => self.split(n),
             "ConvTranspose" => self.conv_transpose(n),
+            // moveb
+            "Tile" => self.tile(n),
+            "ReverseSequence" => self.reverse_sequence(n),
+            "Gather" => self.gather(n),
+            "DepthToSpace" | "SpaceToDepth" => self.space_depth(n),
+            "Abs" | "Neg" => self.unary_math(n),
+            "PRelu" => self.binary(n),
             _ => Err(self.unsupported(n)),
         }
     }

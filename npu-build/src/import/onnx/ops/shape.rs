@@ -308,9 +308,12 @@ impl Builder {
     pub(crate) fn pad(&mut self, n: &Node) -> Result<()> {
         n.max_inputs(4)?;
         let mode = n.attr_s("mode")?.unwrap_or_else(|| "constant".into());
-        if mode != "constant" {
-            return Err(n.err(format!("mode '{mode}' is not supported (only constant)")));
-        }
+        let mirror = match mode.as_str() {
+            "constant" => None,
+            "reflect" => Some(crate::ir::PadMode::Reflect),
+            "edge" => Some(crate::ir::PadMode::Edge),
+            _ => return Err(n.err(format!("mode '{mode}' is not supported"))),
+        };
         let x = self.input(n, 0)?;
         let rank = self.shape_of(&x).len();
         let raw = self.ints_input(n, 1)?;
@@ -335,6 +338,17 @@ impl Builder {
                 return Err(n.err("negative pads (cropping) are not supported"));
             }
             pads[a] = (b as usize, e as usize);
+        }
+        if let Some(mode) = mirror {
+            let perm = match &x {
+                Val::Int(a) | Val::Deq(a) => a.perm.clone(),
+                other => return Err(self.not_quantized(n, 0, other)),
+            };
+            let mut ir_pads = vec![(0usize, 0usize); rank];
+            for (i, &p) in pads.iter().enumerate() {
+                ir_pads[perm[i]] = p;
+            }
+            return self.mirror_pad(n, mode, ir_pads);
         }
         let (a, integer) = match &x {
             Val::Int(a) => (a.clone(), true),

@@ -1,0 +1,324 @@
+//! Lowering of Abs, Neg, Maximum, Minimum and PRelu (docs/elem.md).
+//!
+//! - Maximum/Minimum: one ELEMENTWISE MAX/MIN (Vela's form). TFLite compares the stored values
+//!   whatever the quantization, so every zero point is set to 0 and the OFM is not scaled: the
+//!   hardware then selects raw values. Broadcasting and scalars as for Add/Sub/Mul.
+//! - Abs (int8): one ELEMENTWISE ABS (Vela's form): `|x - zi|` scaled by `OFM_SCALE =
+//!   QuantizeMultiplier(s_in / s_out)` (unit when the scales are equal, which is exact), plus
+//!   `zo`: TFLite's `AbsEvalQuantized`.
+//! - Neg (int8): TFLite negates the stored value and wraps (-128 stays -128), which no
+//!   arithmetic mode gives; a 256-entry table does: a 1x1 AVERAGE pool with unit scale and the
+//!   table `t[x] = wrap(-x)` in its output stage.
+//! - PRelu (int8/uint8): four operations, each exact against `activations.cc`:
+//!   1. `m = MIN(x, zx)` (raw values; `m - zx = min(x - zx, 0)`),
+//!   2. `n = MUL(m, alpha)` with zero points `zx`, `za`, `zo` and `OFM_SCALE = s_x s_a / s_out`:
+//!      the negative branch for `x < zx`, exactly `zo` otherwise,
+//!   3. `p` = 1x1 AVERAGE pool of `x` with scale `s_x / s_out`, clamped below at `zo`: the
+//!      positive branch for `x >= zx`, exactly `zo` otherwise,
+//!   4. `y = n + p - zo`: an ADD whose operands are shifted left by 19 and whose result is
+//!      scaled by exactly 2^-19 (no rounding happens), zero points `zo`.
+//!
+//! For PRelu Vela uses MUL, MUL, MAX instead (`max(x, alpha x)`), which equals TFLite only for
+//! `alpha <= 1` and up to the rounding of the two multipliers.
+
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, IfmUpscaleMode, RoundMode};
+
+use super::Lowering;
+use super::elementwise::{binary_operands, broadcast_hwc, operand2, scalar};
+use super::pool::{clamp, nop, ofm_scale};
+use super::softmax::scratch_fm;
+use crate::error::Result;
+use crate::ethos_u::npu_op::{
+    Activation as NpuActivation, ElemType, FeatureMap, InputScaling, Kernel, NpuOp, NpuOpKind,
+    Operand2, Scale,
+};
+use crate::ir::{Activation, DType, Op, OpKind, Padding, TensorId};
+
+pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    match op.kind {
+        OpKind::Maximum => lower_minmax(cx, op, ElementwiseMode::Max),
+        OpKind::Minimum => lower_minmax(cx, op, ElementwiseMode::Min),
+        OpKind::Abs => lower_abs(cx, op),
+        OpKind::Neg => lower_neg(cx, op),
+        OpKind::Prelu => lower_prelu(cx, op),
+        _ => Err(cx.limit(op, "not lowered to the NPU; runs on the CPU")),
+    }
+}
+
+fn two_in_one_out(op: &Op) -> Result<(TensorId, TensorId, TensorId)> {
+    match (op.inputs.as_slice(), op.outputs.as_slice()) {
+        ([a, b], [y]) => Ok((*a, *b, *y)),
+        _ => Err(Lowering::invalid(op, "expects two inputs and one output")),
+    }
+}
+
+/// The common type of `ts`, if it is one of `allowed`; a limit error otherwise.
+fn one_type(cx: &Lowering<'_>, op: &Op, ts: &[TensorId], allowed: &[DType]) -> Result<DType> {
+    let g = cx.graph;
+    let d = g.tensors[ts[0]].dtype;
+    if ts.iter().any(|&t| g.tensors[t].dtype != d) || !allowed.contains(&d) {
+        let names: Vec<String> = ts
+            .iter()
+            .map(|&t| format!("'{}' {}", g.tensors[t].name, g.tensors[t].dtype))
+            .collect();
+        return Err(cx.limit(
+            op,
+            format!(
+                "{} of {} is not lowered to the NPU (one type of {:?} needed)",
+                op.kind.name(),
+                names.join(", "),
+                allowed
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// A per-tensor quantization of `t`, or a limit error naming it.
+fn per_tensor(cx: &Lowering<'_>, op: &Op, t: TensorId) -> Result<(f32, i32)> {
+    let tensor = &cx.graph.tensors[t];
+    match &tensor.quant {
+        Some(q) if !q.is_per_channel() && q.scale().is_finite() && q.scale() > 0.0 => {
+            Ok((q.scale(), q.zero_point()))
+        }
+        _ => Err(cx.limit(
+            op,
+            format!("tensor '{}' is not quantized per tensor", tensor.name),
+        )),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn elementwise(
+    name: &str,
+    mode: ElementwiseMode,
+    ifm: FeatureMap,
+    ifm2: Option<Operand2>,
+    reversed: bool,
+    ofm: FeatureMap,
+    scale: Option<Scale>,
+    activation: NpuActivation,
+) -> NpuOp {
+    NpuOp {
+        name: name.into(),
+        kind: NpuOpKind::Elementwise {
+            mode,
+            ifm2,
+            reversed,
+            input_scaling: None,
+        },
+        ifm,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: scale,
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        activation,
+        block: None,
+    }
+}
+
+fn lower_minmax(cx: &mut Lowering<'_>, op: &Op, mode: ElementwiseMode) -> Result<()> {
+    let (a, b, y) = two_in_one_out(op)?;
+    one_type(cx, op, &[a, b, y], &[DType::I8, DType::U8, DType::I16])?;
+    let (mut ofm, mut ifm, mut ifm2, reversed) = binary_operands(cx, op, a, b, y)?;
+    // Raw values: no zero points anywhere (see the module documentation).
+    ifm.zero_point = 0;
+    ofm.zero_point = 0;
+    match &mut ifm2 {
+        Operand2::Tensor(f) => f.zero_point = 0,
+        Operand2::Scalar { zero_point, .. } => *zero_point = 0,
+    }
+    let act = NpuActivation::none(ofm.dtype);
+    cx.program.ops.push(elementwise(
+        &op.name,
+        mode,
+        ifm,
+        Some(ifm2),
+        reversed,
+        ofm,
+        None,
+        act,
+    ));
+    Ok(())
+}
+
+fn single(op: &Op) -> Result<(TensorId, TensorId)> {
+    match (op.inputs.as_slice(), op.outputs.as_slice()) {
+        ([x], [y]) => Ok((*x, *y)),
+        _ => Err(Lowering::invalid(op, "expects one input and one output")),
+    }
+}
+
+fn same_shape(cx: &mut Lowering<'_>, op: &Op, x: TensorId, y: TensorId) -> Result<()> {
+    if cx.graph.tensors[x].shape != cx.graph.tensors[y].shape {
+        return Err(Lowering::invalid(op, "input and output shapes differ"));
+    }
+    Ok(())
+}
+
+fn lower_abs(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    let (x, y) = single(op)?;
+    one_type(cx, op, &[x, y], &[DType::I8])?;
+    same_shape(cx, op, x, y)?;
+    let (si, _) = per_tensor(cx, op, x)?;
+    let (so, _) = per_tensor(cx, op, y)?;
+    // elementwise.cc: no rescale for equal scales (the unit scale is exact), else
+    // QuantizeMultiplier of the single-precision quotient.
+    let real = if si == so { 1.0 } else { f64::from(si / so) };
+    let scale = ofm_scale(real)
+        .filter(|s| s.scale != 0)
+        .ok_or_else(|| cx.limit(op, format!("output rescale {real} is outside OFM_SCALE")))?;
+    let ifm = cx.fm(op, x)?;
+    let ofm = cx.fm(op, y)?;
+    let act = NpuActivation::none(ofm.dtype);
+    cx.program.ops.push(elementwise(
+        &op.name,
+        ElementwiseMode::Abs,
+        ifm,
+        None,
+        false,
+        ofm,
+        Some(scale),
+        act,
+    ));
+    Ok(())
+}
+
+/// The int8 table of TFLite's NEG: entry `i` (input `i - 128`) holds `-(i - 128)` wrapped.
+pub(super) fn neg_table() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    for (i, e) in t.iter_mut().enumerate() {
+        *e = (i as i32 - 128).wrapping_neg() as i8 as u8;
+    }
+    t
+}
+
+fn lower_neg(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    let (x, y) = single(op)?;
+    one_type(cx, op, &[x, y], &[DType::I8])?;
+    same_shape(cx, op, x, y)?;
+    let mut ifm = cx.fm(op, x)?;
+    let mut ofm = cx.fm(op, y)?;
+    // Raw values in, the table's raw values out.
+    ifm.zero_point = 0;
+    ofm.zero_point = 0;
+    let lut = cx.const_buffer(format!("{}_neg_table", op.name), neg_table().to_vec());
+    let mut act = NpuActivation::none(ofm.dtype);
+    act.lut = Some(lut);
+    let unit = ofm_scale(1.0).ok_or_else(|| Lowering::invalid(op, "internal: unit scale"))?;
+    cx.program
+        .ops
+        .push(nop(&op.name, ifm, ofm, unit, RoundMode::Dbl, act));
+    Ok(())
+}
+
+fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    let (x, alpha, y) = two_in_one_out(op)?;
+    one_type(cx, op, &[x, alpha, y], &[DType::I8, DType::U8])?;
+    same_shape(cx, op, x, y)?;
+    let (sx, zx) = per_tensor(cx, op, x)?;
+    let (sa, _) = per_tensor(cx, op, alpha)?;
+    let (so, zo) = per_tensor(cx, op, y)?;
+    let bad = |cx: &Lowering<'_>, what: &str, v: f32| {
+        cx.limit(op, format!("{what} rescale {v} is outside OFM_SCALE"))
+    };
+    // activations.cc: both factors in single precision.
+    let pos = ofm_scale(f64::from(sx / so)).ok_or_else(|| bad(cx, "positive", sx / so))?;
+    let neg_real = sx * sa / so;
+    let neg = ofm_scale(f64::from(neg_real)).ok_or_else(|| bad(cx, "negative", neg_real))?;
+    let xfm = cx.fm(op, x)?;
+    let ofm = cx.fm(op, y)?;
+    let shape = ofm.shape;
+    let et: ElemType = ofm.dtype;
+    let full = NpuActivation::none(et);
+    // 1. m = MIN(x, zx) on raw values (kept in x's quantization).
+    let mut m = scratch_fm(cx, format!("{}_min", op.name), shape, et);
+    m.zero_point = zx;
+    let mut raw_x = xfm.clone();
+    raw_x.zero_point = 0;
+    let mut raw_m = m.clone();
+    raw_m.zero_point = 0;
+    cx.program.ops.push(elementwise(
+        &format!("{}_min", op.name),
+        ElementwiseMode::Min,
+        raw_x,
+        Some(Operand2::Scalar {
+            value: zx,
+            zero_point: 0,
+        }),
+        false,
+        raw_m,
+        None,
+        full.clone(),
+    ));
+    // 2. n = MUL(m, alpha) into the output quantization.
+    let a_shape = broadcast_hwc(cx, op, alpha, y)?;
+    if (0..3).any(|i| a_shape[i] != shape[i] && a_shape[i] != 1) {
+        return Err(Lowering::invalid(
+            op,
+            format!(
+                "alpha {:?} does not broadcast to the input {:?}",
+                cx.graph.tensors[alpha].shape, cx.graph.tensors[x].shape
+            ),
+        ));
+    }
+    let a_scalar = scalar(cx, alpha);
+    let alpha2 = operand2(cx, op, alpha, a_shape, a_scalar)?;
+    let mut n = scratch_fm(cx, format!("{}_neg", op.name), shape, et);
+    n.zero_point = zo;
+    cx.program.ops.push(elementwise(
+        &format!("{}_neg", op.name),
+        ElementwiseMode::Mul,
+        m,
+        Some(alpha2),
+        false,
+        n.clone(),
+        Some(neg),
+        full.clone(),
+    ));
+    // 3. p = x rescaled to the output, clamped below at zo.
+    let mut p = scratch_fm(cx, format!("{}_pos", op.name), shape, et);
+    p.zero_point = zo;
+    let relu = clamp(cx, op, Activation::Relu, y, et)?;
+    cx.program.ops.push(nop(
+        &format!("{}_pos", op.name),
+        xfm,
+        p.clone(),
+        pos,
+        RoundMode::Dbl,
+        relu,
+    ));
+    // 4. y = n + p - zo, exactly: both operands << 19 (OPA scaled by exactly 1/2 at the
+    // 20-bit point), the sum scaled by 2^-19.
+    let exact = ofm_scale(2f64.powi(-19)).ok_or_else(|| Lowering::invalid(op, "internal"))?;
+    cx.program.ops.push(NpuOp {
+        name: op.name.clone(),
+        kind: NpuOpKind::Elementwise {
+            mode: ElementwiseMode::Add,
+            ifm2: Some(Operand2::Tensor(p)),
+            reversed: false,
+            input_scaling: Some(InputScaling {
+                mode: IfmScaleMode::Opa32,
+                opa: Scale {
+                    scale: 1 << 30,
+                    shift: 11,
+                },
+                opb: 0,
+            }),
+        },
+        ifm: n,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(exact),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Dbl,
+        activation: full,
+        block: None,
+    });
+    Ok(())
+}

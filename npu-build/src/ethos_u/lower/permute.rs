@@ -1,0 +1,388 @@
+//! Lowering of permutes and gathers (Transpose, DepthToSpace, SpaceToDepth, Tile, MirrorPad,
+//! Reverse, Gather) to strided 1x1 copies (docs/permutes.md).
+//!
+//! The NPU's pooling unit reads an IFM box `[H, W, C]` and writes an OFM box of the same
+//! shape, each addressed as `base + y * stride_y + x * stride_x + c * elem` (NHWC). The strides
+//! are free, so one copy can move any two dimensions of a tensor to any two dimensions of
+//! another: Vela's Transpose swaps the OFM's H and W strides this way
+//! (`tflite_graph_optimiser.py: fixup_transpose`), and its MirrorPad writes with offsets
+//! (`convert_mirror_pad`). Channels are contiguous on both sides, so the C axis of a copy is a
+//! dimension that is innermost in both tensors, or has extent 1.
+//!
+//! Every operator here becomes a list of *axes*: a dimension with its input and output element
+//! strides and its *segments* (runs of input coordinates that map to consecutive output
+//! coordinates). A Transpose has one segment per axis; the separable index maps of the
+//! reference interpreter ([`RemapPlan`]) split each dimension at every break of its map. Two
+//! axes become the copy's H and W, the innermost one its C when both tensors have it
+//! innermost; the segments of the others are unrolled into single elements and each
+//! combination of segments is one copy. Above [`MAX_COPIES`] copies the operator stays on the
+//! CPU.
+
+use super::Lowering;
+use super::pool::copy_op;
+use crate::error::Result;
+use crate::ethos_u::npu_op::{FeatureMap, Layout};
+use crate::ir::{Op, OpKind, TensorId};
+use crate::reference::remap::{RemapPlan, space_depth_transpose};
+
+/// Most copies one operator may take on the NPU (more: the CPU kernel is the better choice).
+pub const MAX_COPIES: usize = 64;
+
+/// Largest extent of one feature-map axis (16-bit `*_M1` registers).
+const MAX_EXTENT: usize = 65536;
+
+/// One dimension of a strided copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Axis {
+    /// Element strides in the input and the output.
+    is: usize,
+    os: usize,
+    /// `(input coordinate, output coordinate, length)` runs that move as one block.
+    segs: Vec<(usize, usize, usize)>,
+}
+
+/// Row-major element strides of `shape`.
+fn dense(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+/// The axes of a transpose of `in_shape` by `perm` (`out.shape[i] = in_shape[perm[i]]`), with
+/// dimensions of size 1 dropped and dimensions that stay adjacent merged.
+fn transpose_axes(in_shape: &[usize], perm: &[usize]) -> Vec<Axis> {
+    // Input dimensions that matter, in input order, and their new index.
+    let kept: Vec<usize> = (0..in_shape.len()).filter(|&d| in_shape[d] != 1).collect();
+    let order: Vec<usize> = perm
+        .iter()
+        .filter_map(|&p| kept.iter().position(|&k| k == p))
+        .collect();
+    let shape: Vec<usize> = kept.iter().map(|&k| in_shape[k]).collect();
+    // Groups of consecutive input dimensions that are consecutive in the output too.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &d in &order {
+        match groups.last_mut() {
+            Some(g) if g.last() == Some(&(d.wrapping_sub(1))) && d > 0 => g.push(d),
+            _ => groups.push(vec![d]),
+        }
+    }
+    let mut by_input = groups.clone();
+    by_input.sort_by_key(|g| g[0]);
+    let merged: Vec<usize> = by_input
+        .iter()
+        .map(|g| g.iter().map(|&d| shape[d]).product())
+        .collect();
+    let out_shape: Vec<usize> = groups
+        .iter()
+        .map(|g| g.iter().map(|&d| shape[d]).product())
+        .collect();
+    let (is, os) = (dense(&merged), dense(&out_shape));
+    by_input
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let at = groups.iter().position(|h| h == g).unwrap_or(0);
+            Axis {
+                is: is[i],
+                os: os[at],
+                segs: vec![(0, 0, merged[i])],
+            }
+        })
+        .collect()
+}
+
+/// The axes of a separable index map: per dimension, runs of consecutive input coordinates.
+fn remap_axes(plan: &RemapPlan) -> Vec<Axis> {
+    let (is, os) = (dense(&plan.in_shape), dense(&plan.out_shape));
+    plan.maps
+        .iter()
+        .enumerate()
+        .map(|(d, map)| {
+            let mut segs: Vec<(usize, usize, usize)> = Vec::new();
+            for (o, &i) in map.iter().enumerate() {
+                match segs.last_mut() {
+                    Some((i0, _, n)) if *i0 + *n == i => *n += 1,
+                    _ => segs.push((i, o, 1)),
+                }
+            }
+            Axis {
+                is: is[d],
+                os: os[d],
+                segs,
+            }
+        })
+        .collect()
+}
+
+/// The axes as a list of single-element segments.
+fn unrolled(a: &Axis) -> Vec<(usize, usize, usize)> {
+    a.segs
+        .iter()
+        .flat_map(|&(i, o, n)| (0..n).map(move |k| (i + k, o + k, 1)))
+        .collect()
+}
+
+/// Copies for `axes`: chooses the C, H and W axes, unrolls the rest, and returns per copy the
+/// `(input offset, output offset, shape, input strides, output strides)` in elements.
+#[allow(clippy::type_complexity)]
+fn plan_copies(axes: &[Axis]) -> Option<Vec<(usize, usize, [usize; 3], [usize; 3], [usize; 3])>> {
+    let axes: Vec<&Axis> = axes.iter().filter(|a| !a.segs.is_empty()).collect();
+    // The C axis: innermost in both tensors.
+    let c = axes.iter().position(|a| a.is == 1 && a.os == 1);
+    let rest: Vec<usize> = (0..axes.len()).filter(|&i| Some(i) != c).collect();
+    let count = |box_axes: &[usize]| -> usize {
+        (0..axes.len())
+            .map(|i| {
+                if box_axes.contains(&i) || Some(i) == c {
+                    axes[i].segs.len()
+                } else {
+                    axes[i].segs.iter().map(|s| s.2).sum()
+                }
+            })
+            .try_fold(1usize, |a, n| a.checked_mul(n))
+            .unwrap_or(usize::MAX)
+    };
+    // The pair of H/W axes giving the fewest copies.
+    let mut best: Vec<usize> = rest.iter().copied().take(2).collect();
+    for (k, &a) in rest.iter().enumerate() {
+        for &b in &rest[k + 1..] {
+            if count(&[a, b]) < count(&best) {
+                best = vec![a, b];
+            }
+        }
+    }
+    if count(&best) > MAX_COPIES {
+        return None;
+    }
+    // Per axis, its segments, and its slot in [H, W, C] (None: unrolled, extent 1).
+    let mut lists: Vec<(Option<usize>, Vec<(usize, usize, usize)>)> = Vec::new();
+    for (i, a) in axes.iter().enumerate() {
+        let slot = if Some(i) == c {
+            Some(2)
+        } else {
+            best.iter().position(|&b| b == i)
+        };
+        let segs = if slot.is_some() {
+            a.segs.clone()
+        } else {
+            unrolled(a)
+        };
+        lists.push((slot, segs));
+    }
+    let mut out = Vec::new();
+    let mut idx = vec![0usize; lists.len()];
+    loop {
+        let (mut io, mut oo) = (0usize, 0usize);
+        let mut shape = [1usize; 3];
+        let mut ist = [1usize; 3];
+        let mut ost = [1usize; 3];
+        for (k, (slot, segs)) in lists.iter().enumerate() {
+            let (i, o, n) = segs[idx[k]];
+            io += i * axes[k].is;
+            oo += o * axes[k].os;
+            if let Some(s) = *slot {
+                shape[s] = n;
+                ist[s] = axes[k].is;
+                ost[s] = axes[k].os;
+            }
+        }
+        out.push((io, oo, shape, ist, ost));
+        let mut k = lists.len();
+        loop {
+            if k == 0 {
+                return Some(out);
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < lists[k].1.len() {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
+/// The dense NHWC feature map of `t` (any rank: only its buffer, offset and type are used).
+fn dense_fm(cx: &mut Lowering<'_>, op: &Op, t: TensorId) -> Result<FeatureMap> {
+    let dtype = cx.elem_type(op, t)?;
+    let p = cx.place(t);
+    let tensor = &cx.graph.tensors[t];
+    let e = tensor.dtype.size();
+    let s = &tensor.shape;
+    let c = s.last().copied().unwrap_or(1);
+    let w = if s.len() >= 2 { s[s.len() - 2] } else { 1 };
+    if p.layout != Layout::Nhwc || p.strides != [w * c * e, c * e, e] {
+        return Err(cx.limit(
+            op,
+            format!(
+                "tensor '{}' is not a dense NHWC buffer (a strided slice or bricks)",
+                tensor.name
+            ),
+        ));
+    }
+    Ok(FeatureMap {
+        buffer: p.buffer,
+        offset: p.offset,
+        shape: [1, 1, 1],
+        strides: [e, e, e],
+        layout: Layout::Nhwc,
+        dtype,
+        zero_point: 0,
+    })
+}
+
+/// Emits the copies of `axes` from `x` to `y`.
+fn emit(cx: &mut Lowering<'_>, op: &Op, axes: &[Axis]) -> Result<()> {
+    let (x, y) = match (op.inputs.as_slice(), op.outputs.as_slice()) {
+        ([x], [y]) => (*x, *y),
+        _ => return Err(Lowering::invalid(op, "expects one input and one output")),
+    };
+    let g = cx.graph;
+    let (xt, yt) = (&g.tensors[x], &g.tensors[y]);
+    if xt.dtype != yt.dtype {
+        return Err(Lowering::invalid(
+            op,
+            format!("input is {} but the output is {}", xt.dtype, yt.dtype),
+        ));
+    }
+    if xt.quant.is_some() && yt.quant.is_some() && cx.quant(x) != cx.quant(y) {
+        return Err(cx.limit(
+            op,
+            format!(
+                "'{}' and '{}' are quantized differently; the NPU copies only move bytes",
+                xt.name, yt.name
+            ),
+        ));
+    }
+    if yt.elements() == 0 {
+        return Ok(());
+    }
+    let copies = plan_copies(axes).ok_or_else(|| {
+        cx.limit(
+            op,
+            format!("needs more than {MAX_COPIES} strided copies on the NPU"),
+        )
+    })?;
+    if let Some(c) = copies.iter().find(|c| c.2.iter().any(|&d| d > MAX_EXTENT)) {
+        return Err(cx.limit(
+            op,
+            format!(
+                "a copy of shape {:?} exceeds {MAX_EXTENT} along an axis",
+                c.2
+            ),
+        ));
+    }
+    let xfm = dense_fm(cx, op, x)?;
+    let yfm = dense_fm(cx, op, y)?;
+    let e = xt.dtype.size();
+    for (io, oo, shape, ist, ost) in copies {
+        let ifm = FeatureMap {
+            offset: xfm.offset + io * e,
+            shape,
+            strides: ist.map(|s| s * e),
+            ..xfm.clone()
+        };
+        let ofm = FeatureMap {
+            offset: yfm.offset + oo * e,
+            shape,
+            strides: ost.map(|s| s * e),
+            ..yfm.clone()
+        };
+        let copy = copy_op(&op.name, ifm, ofm)?;
+        cx.program.ops.push(copy);
+    }
+    Ok(())
+}
+
+/// Transpose, DepthToSpace, SpaceToDepth, Tile, MirrorPad, Reverse, Gather.
+pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    let axes = match &op.kind {
+        OpKind::Transpose { perm } => {
+            let x = op
+                .inputs
+                .first()
+                .ok_or_else(|| Lowering::invalid(op, "expects one input"))?;
+            let y = op
+                .outputs
+                .first()
+                .ok_or_else(|| Lowering::invalid(op, "expects one output"))?;
+            let xs = &cx.graph.tensors[*x].shape;
+            let mut seen = vec![false; xs.len()];
+            let valid = perm.len() == xs.len()
+                && perm
+                    .iter()
+                    .all(|&p| p < xs.len() && !std::mem::replace(&mut seen[p], true))
+                && perm.iter().map(|&p| xs[p]).collect::<Vec<_>>() == cx.graph.tensors[*y].shape;
+            if !valid {
+                return Err(Lowering::invalid(
+                    op,
+                    format!("perm {perm:?} does not take {xs:?} to the output shape"),
+                ));
+            }
+            transpose_axes(xs, perm)
+        }
+        OpKind::DepthToSpace { .. } | OpKind::SpaceToDepth { .. } => {
+            let (view, perm) = space_depth_transpose(cx.graph, op)?;
+            transpose_axes(&view, &perm)
+        }
+        _ => remap_axes(&RemapPlan::of(cx.graph, op)?),
+    };
+    emit(cx, op, &axes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_axes_drop_ones_and_merge() {
+        // [1, 4, 8, 16] perm [0, 2, 1, 3]: H and W swap, C stays innermost.
+        let a = transpose_axes(&[1, 4, 8, 16], &[0, 2, 1, 3]);
+        assert_eq!(
+            a,
+            vec![
+                Axis {
+                    is: 128,
+                    os: 16,
+                    segs: vec![(0, 0, 4)]
+                },
+                Axis {
+                    is: 16,
+                    os: 64,
+                    segs: vec![(0, 0, 8)]
+                },
+                Axis {
+                    is: 1,
+                    os: 1,
+                    segs: vec![(0, 0, 16)]
+                },
+            ]
+        );
+        // [2, 3, 4] perm [0, 1, 2] is one contiguous axis.
+        assert_eq!(transpose_axes(&[2, 3, 4], &[0, 1, 2]).len(), 1);
+        // [2, 3, 4, 5] perm [2, 3, 0, 1] is a 2-D transpose of [6, 20].
+        let a = transpose_axes(&[2, 3, 4, 5], &[2, 3, 0, 1]);
+        assert_eq!(a.len(), 2);
+        assert_eq!((a[0].is, a[0].os, a[1].is, a[1].os), (20, 1, 1, 6));
+    }
+
+    #[test]
+    fn copies_cover_every_output_element_once() {
+        // A rank-4 transpose that needs an unrolled axis and a C axis of extent 1.
+        let a = transpose_axes(&[3, 2, 4, 5], &[3, 1, 0, 2]);
+        let copies = plan_copies(&a).expect("few copies");
+        let mut hit = vec![0; 120];
+        for (_, oo, shape, _, ost) in &copies {
+            for h in 0..shape[0] {
+                for w in 0..shape[1] {
+                    for c in 0..shape[2] {
+                        hit[oo + h * ost[0] + w * ost[1] + c * ost[2]] += 1;
+                    }
+                }
+            }
+        }
+        assert!(hit.iter().all(|&n| n == 1));
+    }
+}
