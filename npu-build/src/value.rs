@@ -13,6 +13,8 @@ pub enum Data {
     I16(Vec<i16>),
     I32(Vec<i32>),
     F32(Vec<f32>),
+    /// 64-bit integers (ARG_MAX / ARG_MIN indices of type INT64).
+    I64(Vec<i64>),
 }
 
 /// A dense tensor value in row-major order.
@@ -30,6 +32,7 @@ impl Data {
             Data::I16(_) => DType::I16,
             Data::I32(_) => DType::I32,
             Data::F32(_) => DType::F32,
+            Data::I64(_) => DType::I64,
         }
     }
 
@@ -40,6 +43,7 @@ impl Data {
             Data::I16(v) => v.len(),
             Data::I32(v) => v.len(),
             Data::F32(v) => v.len(),
+            Data::I64(v) => v.len(),
         }
     }
 
@@ -55,6 +59,7 @@ impl Data {
             Data::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 
@@ -87,9 +92,16 @@ impl Data {
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
             ),
-            DType::I64 => {
-                return Err(Error::Other("i64 values are not supported".into()));
-            }
+            DType::I64 => Data::I64(
+                bytes
+                    .chunks_exact(8)
+                    .map(|c| {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(c);
+                        i64::from_le_bytes(b)
+                    })
+                    .collect(),
+            ),
         })
     }
 }
@@ -111,7 +123,7 @@ impl Value {
         self.data.dtype()
     }
 
-    /// Reads a `.npy` file of i8, u8, i16, i32 or f32 (any shape, C order).
+    /// Reads a `.npy` file of i8, u8, i16, i32, f32 or i64 (any shape, C order).
     pub fn read_npy(path: &Path) -> Result<Value> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let bad = |e: ndarray_npy::ReadNpyError| {
@@ -141,8 +153,9 @@ impl Value {
         try_type!(i16, I16);
         try_type!(i32, I32);
         try_type!(f32, F32);
+        try_type!(i64, I64);
         Err(Error::Other(format!(
-            "{}: .npy element type is not one of i8, u8, i16, i32, f32",
+            "{}: .npy element type is not one of i8, u8, i16, i32, f32, i64",
             path.display()
         )))
     }
@@ -165,6 +178,7 @@ impl Value {
             Data::I16(v) => write!(v),
             Data::I32(v) => write!(v),
             Data::F32(v) => write!(v),
+            Data::I64(v) => write!(v),
         }
     }
 }

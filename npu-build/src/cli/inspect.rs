@@ -183,6 +183,10 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Softmax { beta } => format!("beta {beta}"),
         OpKind::Transpose { perm } => format!("perm {perm:?}"),
         OpKind::Activation(a) => act_str(*a),
+        OpKind::Reduce {
+            axes, keep_dims, ..
+        } => format!("axes {axes:?}, keep_dims {keep_dims}"),
+        OpKind::ArgMinMax { axis, .. } => format!("axis {axis}"),
     }
 }
 

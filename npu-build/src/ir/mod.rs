@@ -270,6 +270,35 @@ pub enum OpKind {
     Dequantize,
     /// A stand-alone activation (not fused into a producer). inputs: `[x]`.
     Activation(Activation),
+    /// Sum, maximum or minimum over `axes` (sorted, unique; empty = copy). inputs: `[x]`.
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keep_dims: bool,
+    },
+    /// Index of the largest (`max`) or smallest element along `axis`, the first one on ties;
+    /// the axis is removed from the shape. The output tensor's type (I32 or I64) is the index
+    /// type. inputs: `[x]`.
+    ArgMinMax { axis: usize, max: bool },
+}
+
+/// The reduction of [`OpKind::Reduce`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    /// Name as TFLite spells the operator (`SUM`, `REDUCE_MAX`, `REDUCE_MIN`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "SUM",
+            ReduceOp::Max => "REDUCE_MAX",
+            ReduceOp::Min => "REDUCE_MIN",
+        }
+    }
 }
 
 impl OpKind {
@@ -294,6 +323,13 @@ impl OpKind {
             OpKind::Quantize => "Quantize",
             OpKind::Dequantize => "Dequantize",
             OpKind::Activation(_) => "Activation",
+            OpKind::Reduce { op, .. } => match op {
+                ReduceOp::Sum => "ReduceSum",
+                ReduceOp::Max => "ReduceMax",
+                ReduceOp::Min => "ReduceMin",
+            },
+            OpKind::ArgMinMax { max: true, .. } => "ArgMax",
+            OpKind::ArgMinMax { max: false, .. } => "ArgMin",
         }
     }
 }

@@ -33,11 +33,13 @@ pub mod float;
 mod kernels;
 mod movement;
 mod params;
+mod reduce;
 mod words;
 
 pub use elem::Elem;
 pub use params::{
-    ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, ResizeOp,
+    ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp,
+    ReduceMode, ReduceOp, ResizeOp,
 };
 
 use crate::error::Error;
@@ -179,6 +181,10 @@ pub enum Op {
     SoftmaxF32(FloatSoftmaxOp),
     /// Clamp of f32 values (see [`FloatClampOp`]).
     ClampF32(FloatClampOp),
+    /// SUM, REDUCE_MAX or REDUCE_MIN over some axes (see [`ReduceOp`]).
+    Reduce(ReduceOp),
+    /// ARG_MAX or ARG_MIN along one axis (see [`ArgOp`]).
+    Arg(ArgOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -319,6 +325,8 @@ const OP_RESIZE: u32 = 12;
 const OP_CONCAT: u32 = 13;
 const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
+const OP_REDUCE: u32 = 48;
+const OP_ARG: u32 = 49;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -355,6 +363,18 @@ impl Op {
             Op::Concat(_) => "Concat",
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
+            Op::Reduce(p) => match p.mode {
+                ReduceMode::SumRaw | ReduceMode::SumScaled => "ReduceSum",
+                ReduceMode::Max => "ReduceMax",
+                ReduceMode::Min => "ReduceMin",
+            },
+            Op::Arg(p) => {
+                if p.max {
+                    "ArgMax"
+                } else {
+                    "ArgMin"
+                }
+            }
         }
     }
 
@@ -511,6 +531,8 @@ impl Op {
             Op::Concat(p) => p.put(w.put(OP_CONCAT)),
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
+            Op::Reduce(p) => p.put(w.put(OP_REDUCE)),
+            Op::Arg(p) => p.put(w.put(OP_ARG)),
         }
         w.finish()
     }
@@ -648,6 +670,8 @@ impl Op {
             OP_CONCAT => Op::Concat(ConcatOp::get(&mut r)?),
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
+            OP_REDUCE => Op::Reduce(ReduceOp::get(&mut r)?),
+            OP_ARG => Op::Arg(ArgOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -22,6 +22,7 @@ mod lut;
 mod mean;
 mod pad;
 mod pool;
+mod reduce;
 mod resize;
 mod softmax;
 
@@ -367,6 +368,11 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Transpose { .. } | OpKind::Dequantize => Err(cx.limit(
             op,
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
+        )),
+        OpKind::Reduce { .. } => reduce::lower(cx, op),
+        OpKind::ArgMinMax { .. } => Err(cx.limit(
+            op,
+            "the NPU lowering has no ARG_MAX/ARG_MIN; they run on the CPU",
         )),
     }
 }

@@ -5,7 +5,7 @@ use super::schema::{builtin as b, options_type, opts};
 use super::{Importer, ctx};
 use crate::error::{Error, Result};
 use crate::ir::{
-    Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
+    Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ReduceOp, ResizeMode, TensorId,
 };
 
 /// TFLite operators the importer maps, by their schema names (sorted).
@@ -31,6 +31,12 @@ pub const SUPPORTED: &[&str] = &[
     "RESIZE_NEAREST_NEIGHBOR",
     "SOFTMAX",
     "SUB",
+    // reduce
+    "ARG_MAX",
+    "ARG_MIN",
+    "REDUCE_MAX",
+    "REDUCE_MIN",
+    "SUM",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -58,6 +64,11 @@ pub fn is_supported(code: i32) -> bool {
             | b::RESIZE_NEAREST_NEIGHBOR
             | b::SOFTMAX
             | b::SUB
+            | b::ARG_MAX
+            | b::ARG_MIN
+            | b::REDUCE_MAX
+            | b::REDUCE_MIN
+            | b::SUM
     )
 }
 
@@ -510,6 +521,54 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
         b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
         b::RELU6 => (OpKind::Activation(Activation::Relu6), vec![x]),
         b::RELU_N1_TO_1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
+        b::SUM | b::REDUCE_MAX | b::REDUCE_MIN => {
+            let keep_dims = match op.options(options_type::REDUCER) {
+                Some(o) => ctx(o.bool(opts::REDUCER_KEEP_DIMS, &what))?,
+                None => false,
+            };
+            let a = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let mut axes = Vec::new();
+            for ax in const_ints(im, op, a, "axes")? {
+                axes.push(normalize_axis(op, ax, rank)?);
+            }
+            axes.sort_unstable();
+            axes.dedup();
+            let kind = match op.code {
+                b::SUM => ReduceOp::Sum,
+                b::REDUCE_MAX => ReduceOp::Max,
+                _ => ReduceOp::Min,
+            };
+            (
+                OpKind::Reduce {
+                    op: kind,
+                    axes,
+                    keep_dims,
+                },
+                vec![x],
+            )
+        }
+        b::ARG_MAX | b::ARG_MIN => {
+            // The index type is the output tensor's (ArgMaxOptions.output_type names it too).
+            let a = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let axis = match const_ints(im, op, a, "axis")?.as_slice() {
+                [ax] => normalize_axis(op, *ax, rank)?,
+                other => {
+                    return Err(op.invalid(format!(
+                        "axis must hold one value, got {} values",
+                        other.len()
+                    )));
+                }
+            };
+            (
+                OpKind::ArgMinMax {
+                    axis,
+                    max: op.code == b::ARG_MAX,
+                },
+                vec![x],
+            )
+        }
         _ => {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),

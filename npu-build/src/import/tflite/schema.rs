@@ -191,6 +191,11 @@ pub mod builtin {
     pub const PADV2: i32 = 60;
     pub const RESIZE_NEAREST_NEIGHBOR: i32 = 97;
     pub const QUANTIZE: i32 = 114;
+    pub const ARG_MAX: i32 = 56;
+    pub const SUM: i32 = 74;
+    pub const ARG_MIN: i32 = 79;
+    pub const REDUCE_MAX: i32 = 82;
+    pub const REDUCE_MIN: i32 = 89;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -4,6 +4,7 @@ mod conv;
 pub(crate) mod elementwise;
 mod matmul;
 mod pool;
+mod reduce;
 mod resize;
 pub(crate) mod shape;
 mod softmax;
@@ -45,6 +46,12 @@ const SUPPORTED: &[&str] = &[
     "Sub",
     "Transpose",
     "Unsqueeze",
+    // reduce
+    "ArgMax",
+    "ArgMin",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceSum",
 ];
 
 /// The supported operator list for error messages.
@@ -64,6 +71,9 @@ impl Builder {
     pub(crate) fn node(&mut self, n: &Node) -> Result<()> {
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return Err(self.unsupported(n));
+        }
+        if n.op_type == "Cast" && self.cast_index(n)? {
+            return Ok(());
         }
         if fold::FOLDABLE.contains(&n.op_type.as_str()) && self.try_fold(n)? {
             return Ok(());
@@ -89,6 +99,8 @@ impl Builder {
             }
             "Pad" => self.pad(n),
             "Resize" => self.resize(n),
+            "ReduceSum" | "ReduceMax" | "ReduceMin" => self.reduce(n),
+            "ArgMax" | "ArgMin" => self.arg_min_max(n),
             _ => Err(self.unsupported(n)),
         }
     }
