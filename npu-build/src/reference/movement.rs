@@ -88,11 +88,11 @@ fn check_io(g: &Graph, op: &Op, n_in: usize) -> Result<()> {
         ));
     }
     let (x, o) = (&g.tensors[op.inputs[0]], &g.tensors[op.outputs[0]]);
-    if x.dtype != o.dtype || matches!(x.dtype, DType::I64) {
+    if x.dtype != o.dtype {
         return Err(node_err(
             op,
             format!(
-                "input ({}) and output ({}) must have one type (not i64)",
+                "input ({}) and output ({}) must have one type",
                 x.dtype, o.dtype
             ),
         ));
