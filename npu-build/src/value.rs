@@ -14,6 +14,8 @@ pub enum Data {
     I16(Vec<i16>),
     I32(Vec<i32>),
     F32(Vec<f32>),
+    /// 64-bit integers (ARG_MAX / ARG_MIN indices of type INT64).
+    I64(Vec<i64>),
 }
 
 /// A dense tensor value in row-major order.
@@ -31,6 +33,7 @@ impl Data {
             Data::I16(_) => DType::I16,
             Data::I32(_) => DType::I32,
             Data::F32(_) => DType::F32,
+            Data::I64(_) => DType::I64,
         }
     }
 
@@ -41,6 +44,7 @@ impl Data {
             Data::I16(v) => v.len(),
             Data::I32(v) => v.len(),
             Data::F32(v) => v.len(),
+            Data::I64(v) => v.len(),
         }
     }
 
@@ -56,6 +60,7 @@ impl Data {
             Data::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 
@@ -88,9 +93,16 @@ impl Data {
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect(),
             ),
-            DType::I64 => {
-                return Err(Error::Other("i64 values are not supported".into()));
-            }
+            DType::I64 => Data::I64(
+                bytes
+                    .chunks_exact(8)
+                    .map(|c| {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(c);
+                        i64::from_le_bytes(b)
+                    })
+                    .collect(),
+            ),
         })
     }
 }
@@ -112,7 +124,7 @@ impl Value {
         self.data.dtype()
     }
 
-    /// Reads a `.npy` file of i8, u8, i16, i32 or f32 (any shape, C order).
+    /// Reads a `.npy` file of i8, u8, i16, i32, f32 or i64 (any shape, C order).
     #[cfg(feature = "npy")]
     pub fn read_npy(path: &Path) -> Result<Value> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
@@ -143,8 +155,9 @@ impl Value {
         try_type!(i16, I16);
         try_type!(i32, I32);
         try_type!(f32, F32);
+        try_type!(i64, I64);
         Err(Error::Other(format!(
-            "{}: .npy element type is not one of i8, u8, i16, i32, f32",
+            "{}: .npy element type is not one of i8, u8, i16, i32, f32, i64",
             path.display()
         )))
     }
@@ -168,6 +181,7 @@ impl Value {
             Data::I16(v) => write!(v),
             Data::I32(v) => write!(v),
             Data::F32(v) => write!(v),
+            Data::I64(v) => write!(v),
         }
     }
 }

@@ -226,6 +226,10 @@ fn attrs(kind: &OpKind) -> String {
         | OpKind::Minimum
         | OpKind::SquaredDifference
         | OpKind::Prelu => String::new(),
+        OpKind::Reduce {
+            axes, keep_dims, ..
+        } => format!("axes {axes:?}, keep_dims {keep_dims}"),
+        OpKind::ArgMinMax { axis, .. } => format!("axis {axis}"),
     }
 }
 

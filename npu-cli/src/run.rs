@@ -94,6 +94,11 @@ pub fn run(args: Args) -> Result<()> {
                         npu_build::value::Data::I32(_) => {
                             format!("{}", i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                         }
+                        npu_build::value::Data::I64(_) => {
+                            let mut b = [0u8; 8];
+                            b.copy_from_slice(c);
+                            format!("{}", i64::from_le_bytes(b))
+                        }
                     })
                     .collect();
                 let more = if v.data.len() > head.len() {

@@ -49,6 +49,12 @@ const ALL_KINDS: &[&str] = &[
     "Minimum",
     "SquaredDifference",
     "PRelu",
+    // reduce
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ArgMax",
+    "ArgMin",
 ];
 
 /// Input cases of every fixture.

@@ -228,6 +228,18 @@ fixture_tests! {
     op_squared_difference: "op_squared_difference", [];
     op_prelu: "op_prelu", [];
     op_add_broadcast: "op_add_broadcast", [];
+    // reduce
+    op_sum: "op_sum", [];
+    op_reduce_max: "op_reduce_max", [];
+    op_reduce_min: "op_reduce_min", [];
+    op_arg_max: "op_arg_max", [];
+    op_mean_channels: "op_mean_channels", [];
+    op_arg_min_i64: "op_arg_min_i64", [];
+    op_sum_w: "op_sum_w", [];
+    op_reduce_max_hw: "op_reduce_max_hw", [];
+    op_reduce_min_neg_axis: "op_reduce_min_neg_axis", [];
+    op_mean_h: "op_mean_h", [];
+    op_mean_w_c: "op_mean_w_c", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -287,6 +299,18 @@ fn every_fixture_is_listed() {
         "op_squared_difference",
         "op_prelu",
         "op_add_broadcast",
+        // reduce
+        "op_sum",
+        "op_reduce_max",
+        "op_reduce_min",
+        "op_arg_max",
+        "op_mean_channels",
+        "op_arg_min_i64",
+        "op_sum_w",
+        "op_reduce_max_hw",
+        "op_reduce_min_neg_axis",
+        "op_mean_h",
+        "op_mean_w_c",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

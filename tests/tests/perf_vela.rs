@@ -186,7 +186,10 @@ fn check(rows: &[Row]) {
 /// Every single-operator fixture on every accelerator configuration.
 #[test]
 fn single_operator_streams_within_20_percent_of_vela() {
-    let rows = compare(|model, _| model.starts_with("op_"));
+    // op_sum: Vela's stream is wrong (docs/reduce.md): its convolution keeps the previous
+    // operation's 128-wide IFM/OFM registers and computes 8x the elements Vela's own estimate
+    // counts, so the estimate of the stream as it runs cannot agree with Vela's figure.
+    let rows = compare(|model, _| model.starts_with("op_") && model != "op_sum");
     assert!(
         rows.len() >= 6 * 16,
         "expected every op_* fixture x 6 configs"

@@ -113,6 +113,18 @@ fixture_tests!(
     op_squared_difference,
     op_prelu,
     op_add_broadcast,
+    // reduce
+    op_sum,
+    op_reduce_max,
+    op_reduce_min,
+    op_arg_max,
+    op_mean_channels,
+    op_arg_min_i64,
+    op_sum_w,
+    op_reduce_max_hw,
+    op_reduce_min_neg_axis,
+    op_mean_h,
+    op_mean_w_c,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -6,9 +6,9 @@
 
 use npu_rt::cpu::MatMulOp;
 use npu_rt::cpu::{
-    BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem, FloatClampOp,
-    FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams, RemapOp,
-    ResizeOp,
+    ArgOp, BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem,
+    FloatClampOp, FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams,
+    ReduceMode, ReduceOp as CpuReduce, RemapOp, ResizeOp,
 };
 
 use crate::error::{Error, Result};
@@ -292,6 +292,12 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         OpKind::Minimum => pairwise(g, op, PairFn::Minimum, at),
         OpKind::SquaredDifference => pairwise(g, op, PairFn::SquaredDifference, at),
         OpKind::Prelu => pairwise(g, op, PairFn::Prelu, at),
+        OpKind::Reduce {
+            op: kind,
+            axes,
+            keep_dims,
+        } => reduce(g, op, *kind, axes, *keep_dims, at),
+        OpKind::ArgMinMax { axis, max } => arg_min_max(g, op, *axis, *max, at),
     }
 }
 
@@ -581,6 +587,61 @@ fn pairwise(g: &Graph, op: &Op, func: PairFn, at: &mut dyn Operands) -> Result<C
         a_shape,
         b_shape,
         p,
+    }))
+}
+
+fn reduce(
+    g: &Graph,
+    op: &Op,
+    kind: crate::ir::ReduceOp,
+    axes: &[usize],
+    keep_dims: bool,
+    at: &mut dyn Operands,
+) -> Result<CpuOp> {
+    use crate::reference::reduce::ReduceMode as Mode;
+    let r = reference::reduce::Reduce::new(g, op, kind, axes, keep_dims)?;
+    let elem = elem(op, g, op.inputs[0])?;
+    let (rank, shape) = shape6(op, &r.shape)?;
+    let reduced = r
+        .reduced
+        .iter()
+        .enumerate()
+        .fold(0u32, |bits, (d, &x)| bits | (u32::from(x) << d));
+    let (mode, scale, bias, zo) = match r.mode {
+        Mode::SumRaw => (ReduceMode::SumRaw, 0.0, 0.0, 0),
+        Mode::SumScaled { scale, bias, zo } => (ReduceMode::SumScaled, scale, bias, zo),
+        Mode::Max => (ReduceMode::Max, 0.0, 0.0, 0),
+        Mode::Min => (ReduceMode::Min, 0.0, 0.0, 0),
+    };
+    count(op, g, op.inputs[0])?;
+    Ok(CpuOp::Reduce(CpuReduce {
+        x: at.tensor(op.inputs[0])?,
+        y: at.tensor(op.outputs[0])?,
+        elem,
+        rank,
+        shape,
+        reduced,
+        mode,
+        scale,
+        bias,
+        zo,
+        requant: out_requant(r.requant),
+    }))
+}
+
+fn arg_min_max(g: &Graph, op: &Op, axis: usize, max: bool, at: &mut dyn Operands) -> Result<CpuOp> {
+    let a = reference::reduce::ArgMinMax::new(g, op, axis, max)?;
+    let elem = elem(op, g, op.inputs[0])?;
+    count(op, g, op.inputs[0])?;
+    Ok(CpuOp::Arg(ArgOp {
+        x: at.tensor(op.inputs[0])?,
+        y: at.tensor(op.outputs[0])?,
+        elem,
+        outer: u32_of(op, a.outer)?,
+        len: u32_of(op, a.len)?,
+        inner: u32_of(op, a.inner)?,
+        max: a.max,
+        wide: a.index == DType::I64,
     }))
 }
 

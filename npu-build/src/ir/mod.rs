@@ -352,6 +352,16 @@ pub enum OpKind {
     SquaredDifference,
     /// `x >= 0 ? x : alpha * x`, `alpha` broadcast to `x`'s shape. inputs: `[x, alpha]`.
     Prelu,
+    /// Sum, maximum or minimum over `axes` (sorted, unique; empty = copy). inputs: `[x]`.
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keep_dims: bool,
+    },
+    /// Index of the largest (`max`) or smallest element along `axis`, the first one on ties;
+    /// the axis is removed from the shape. The output tensor's type (I32 or I64) is the index
+    /// type. inputs: `[x]`.
+    ArgMinMax { axis: usize, max: bool },
 }
 
 /// How [`OpKind::MirrorPad`] fills the border.
@@ -372,6 +382,25 @@ impl PadMode {
             PadMode::Reflect => "reflect",
             PadMode::Symmetric => "symmetric",
             PadMode::Edge => "edge",
+        }
+    }
+}
+
+/// The reduction of [`OpKind::Reduce`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    /// Name as TFLite spells the operator (`SUM`, `REDUCE_MAX`, `REDUCE_MIN`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "SUM",
+            ReduceOp::Max => "REDUCE_MAX",
+            ReduceOp::Min => "REDUCE_MIN",
         }
     }
 }
@@ -415,6 +444,13 @@ impl OpKind {
             OpKind::Minimum => "Minimum",
             OpKind::SquaredDifference => "SquaredDifference",
             OpKind::Prelu => "PRelu",
+            OpKind::Reduce { op, .. } => match op {
+                ReduceOp::Sum => "ReduceSum",
+                ReduceOp::Max => "ReduceMax",
+                ReduceOp::Min => "ReduceMin",
+            },
+            OpKind::ArgMinMax { max: true, .. } => "ArgMax",
+            OpKind::ArgMinMax { max: false, .. } => "ArgMin",
         }
     }
 }

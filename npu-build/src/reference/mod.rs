@@ -19,6 +19,7 @@ pub(crate) mod convert;
 pub(crate) mod movement;
 pub(crate) mod pairwise;
 pub(crate) mod pool;
+pub(crate) mod reduce;
 pub(crate) mod remap;
 pub(crate) mod softmax;
 pub(crate) mod unary;
@@ -312,10 +313,19 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
             pairwise::Pairwise::prepare(g, op, pairwise::PairFn::SquaredDifference)
         }
         OpKind::Prelu => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Prelu),
+        OpKind::Reduce {
+            op: kind,
+            axes,
+            keep_dims,
+        } => reduce::Reduce::prepare(g, op, *kind, axes, *keep_dims),
+        OpKind::ArgMinMax { axis, max } => reduce::ArgMinMax::prepare(g, op, *axis, *max),
     }
 }
 
 /// Element types the interpreter accepts for graph inputs and outputs.
 pub fn supported_io_dtype(dt: DType) -> bool {
-    !matches!(dt, DType::I64)
+    matches!(
+        dt,
+        DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::F32 | DType::I64
+    )
 }

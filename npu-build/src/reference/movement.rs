@@ -21,6 +21,7 @@ macro_rules! map_data {
             Data::I16($v) => Data::I16($body),
             Data::I32($v) => Data::I32($body),
             Data::F32($v) => Data::F32($body),
+            Data::I64($v) => Data::I64($body),
         }
     };
 }
@@ -59,13 +60,16 @@ impl Requant {
         }))
     }
 
+    /// The requantized value of one stored integer, clamped to the output type.
+    pub(crate) fn apply_one(self, v: i32) -> i32 {
+        self.rescale
+            .apply(v.wrapping_sub(self.zi))
+            .wrapping_add(self.zo)
+            .clamp(self.lo, self.hi)
+    }
+
     pub(crate) fn apply(self, d: Data) -> Data {
-        let f = |v: i32| {
-            self.rescale
-                .apply(v.wrapping_sub(self.zi))
-                .wrapping_add(self.zo)
-                .clamp(self.lo, self.hi)
-        };
+        let f = |v: i32| self.apply_one(v);
         match d {
             Data::I8(v) => Data::I8(v.into_iter().map(|x| f(i32::from(x)) as i8).collect()),
             Data::U8(v) => Data::U8(v.into_iter().map(|x| f(i32::from(x)) as u8).collect()),
@@ -84,11 +88,11 @@ fn check_io(g: &Graph, op: &Op, n_in: usize) -> Result<()> {
         ));
     }
     let (x, o) = (&g.tensors[op.inputs[0]], &g.tensors[op.outputs[0]]);
-    if x.dtype != o.dtype || matches!(x.dtype, DType::I64) {
+    if x.dtype != o.dtype {
         return Err(node_err(
             op,
             format!(
-                "input ({}) and output ({}) must have one type (not i64)",
+                "input ({}) and output ({}) must have one type",
                 x.dtype, o.dtype
             ),
         ));
@@ -211,6 +215,7 @@ impl Kernel for Transpose {
             Data::I16(v) => Data::I16(self.gather(v)?),
             Data::I32(v) => Data::I32(self.gather(v)?),
             Data::F32(v) => Data::F32(self.gather(v)?),
+            Data::I64(v) => Data::I64(self.gather(v)?),
         };
         Ok(match self.requant {
             Some(r) => r.apply(d),
@@ -391,6 +396,16 @@ impl Kernel for Concat {
             Data::U8(_) => go!(U8, u8),
             Data::I16(_) => go!(I16, i16),
             Data::I32(_) => go!(I32, i32),
+            Data::I64(_) => {
+                let xs = inputs
+                    .iter()
+                    .map(|d| match d {
+                        Data::I64(v) => Ok(v.as_slice()),
+                        _ => Err(bad_data()),
+                    })
+                    .collect::<Result<Vec<&[i64]>>>()?;
+                Data::I64(self.concat(&xs, |v, _| v)?)
+            }
             Data::F32(_) => {
                 let xs = inputs
                     .iter()
@@ -528,6 +543,7 @@ impl Kernel for Pad {
             Data::I16(x) => Data::I16(self.pad(x, v as i16)?),
             Data::I32(x) => Data::I32(self.pad(x, v)?),
             Data::F32(x) => Data::F32(self.pad(x, v as f32)?),
+            Data::I64(x) => Data::I64(self.pad(x, i64::from(v))?),
         };
         Ok(match self.requant {
             Some(r) => r.apply(d),
@@ -767,6 +783,7 @@ impl Kernel for Resize {
                     Data::I16(v.into_iter().map(|v| v as i16).collect())
                 }
                 Data::I32(x) => Data::I32(self.run_bilinear_int(x)?),
+                Data::I64(_) => return Err(bad_data()),
             },
         };
         Ok(match self.requant {

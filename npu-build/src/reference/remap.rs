@@ -291,6 +291,7 @@ impl Kernel for Remap {
             Data::I16(v) => Data::I16(self.plan.apply(v)?),
             Data::I32(v) => Data::I32(self.plan.apply(v)?),
             Data::F32(v) => Data::F32(self.plan.apply(v)?),
+            Data::I64(v) => Data::I64(self.plan.apply(v)?),
         };
         Ok(match self.requant {
             Some(r) => r.apply(d),
@@ -564,6 +565,7 @@ impl Kernel for BatchSpaceKernel {
             Data::I16(v) => Data::I16(self.apply(v, p as i16)?),
             Data::I32(v) => Data::I32(self.apply(v, p)?),
             Data::F32(v) => Data::F32(self.apply(v, 0.0)?),
+            Data::I64(v) => Data::I64(self.apply(v, i64::from(p))?),
         };
         Ok(match self.requant {
             Some(r) => r.apply(d),

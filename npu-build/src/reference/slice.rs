@@ -159,6 +159,7 @@ impl Kernel for Slice {
             Data::I16(v) => gather!(v, I16),
             Data::I32(v) => gather!(v, I32),
             Data::F32(v) => gather!(v, F32),
+            Data::I64(v) => gather!(v, I64),
         })
     }
 }

@@ -202,6 +202,8 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::BatchSpace(p) => super::movement::batch_space(&p, weights, arena),
         Op::Unary(p) => p.execute(weights, arena),
         Op::Pairwise(p) => p.execute(weights, arena),
+        Op::Reduce(p) => super::reduce::reduce(&p, weights, arena),
+        Op::Arg(p) => super::reduce::arg(&p, weights, arena),
     }
 }
 

@@ -37,6 +37,7 @@ mod movement;
 mod matmul;
 mod params;
 // movea
+mod reduce;
 mod slice;
 mod words;
 
@@ -44,8 +45,8 @@ pub use elem::Elem;
 pub use math::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 pub use params::BatchSpaceOp;
 pub use params::{
-    ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, RemapOp,
-    ResizeOp,
+    ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp,
+    ReduceMode, ReduceOp, RemapOp, ResizeOp,
 };
 // movea
 pub use params::SliceOp;
@@ -208,6 +209,10 @@ pub enum Op {
     Unary(UnaryOp),
     /// Maximum, Minimum, SquaredDifference or PRelu (see [`PairwiseOp`]).
     Pairwise(PairwiseOp),
+    /// SUM, REDUCE_MAX or REDUCE_MIN over some axes (see [`ReduceOp`]).
+    Reduce(ReduceOp),
+    /// ARG_MAX or ARG_MIN along one axis (see [`ArgOp`]).
+    Arg(ArgOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -359,6 +364,8 @@ const OP_BATCH_SPACE: u32 = 65;
 // elem
 const OP_UNARY: u32 = 40;
 const OP_PAIRWISE: u32 = 41;
+const OP_REDUCE: u32 = 48;
+const OP_ARG: u32 = 49;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -416,6 +423,18 @@ impl Op {
                 PairwiseKind::SquaredDifference => "SquaredDifference",
                 PairwiseKind::Prelu => "PRelu",
             },
+            Op::Reduce(p) => match p.mode {
+                ReduceMode::SumRaw | ReduceMode::SumScaled => "ReduceSum",
+                ReduceMode::Max => "ReduceMax",
+                ReduceMode::Min => "ReduceMin",
+            },
+            Op::Arg(p) => {
+                if p.max {
+                    "ArgMax"
+                } else {
+                    "ArgMin"
+                }
+            }
         }
     }
 
@@ -579,6 +598,8 @@ impl Op {
             Op::BatchSpace(p) => p.put(w.put(OP_BATCH_SPACE)),
             Op::Unary(p) => p.put(w.put(OP_UNARY)),
             Op::Pairwise(p) => p.put(w.put(OP_PAIRWISE)),
+            Op::Reduce(p) => p.put(w.put(OP_REDUCE)),
+            Op::Arg(p) => p.put(w.put(OP_ARG)),
         }
         w.finish()
     }
@@ -723,6 +744,8 @@ impl Op {
             OP_BATCH_SPACE => Op::BatchSpace(BatchSpaceOp::get(&mut r)?),
             OP_UNARY => Op::Unary(UnaryOp::get(&mut r)?),
             OP_PAIRWISE => Op::Pairwise(PairwiseOp::get(&mut r)?),
+            OP_REDUCE => Op::Reduce(ReduceOp::get(&mut r)?),
+            OP_ARG => Op::Arg(ArgOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

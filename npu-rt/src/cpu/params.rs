@@ -409,3 +409,66 @@ record! {
         pub requant: OutRequant,
     }
 }
+
+/// The arithmetic of [`ReduceOp`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceMode {
+    /// Sum of the stored integers in the element type, wrapping at every step.
+    SumRaw = 0,
+    /// The rescaled 8-bit sum: `round(sum * scale + bias)` in single precision (half away from
+    /// zero) as int32, `+ zo`, saturated to the element type.
+    SumScaled = 1,
+    /// Largest stored integer.
+    Max = 2,
+    /// Smallest stored integer.
+    Min = 3,
+}
+
+impl Word for ReduceMode {
+    fn put(&self, w: &mut Writer) {
+        w.put(*self as u32);
+    }
+    fn get(r: &mut Reader) -> Option<Self> {
+        match r.get()? {
+            0 => Some(ReduceMode::SumRaw),
+            1 => Some(ReduceMode::SumScaled),
+            2 => Some(ReduceMode::Max),
+            3 => Some(ReduceMode::Min),
+            _ => None,
+        }
+    }
+}
+
+record! {
+    /// SUM, REDUCE_MAX or REDUCE_MIN of integers over the axes set in `reduced` (bit `d` for
+    /// axis `d`) of a tensor of `shape` (first `rank` entries), by `mode`; then `requant`.
+    /// The output holds the kept axes in order.
+    pub struct ReduceOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub elem: Elem,
+        pub rank: u32,
+        pub shape: [u32; MAX_RANK],
+        pub reduced: u32,
+        pub mode: ReduceMode,
+        pub scale: f32,
+        pub bias: f32,
+        pub zo: i32,
+        pub requant: OutRequant,
+    }
+}
+
+record! {
+    /// ARG_MAX (`max`) or ARG_MIN of integers viewed as `[outer, len, inner]` along the middle
+    /// axis; the first index wins ties. Indices are stored as i64 when `wide`, else as i32.
+    pub struct ArgOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub elem: Elem,
+        pub outer: u32,
+        pub len: u32,
+        pub inner: u32,
+        pub max: bool,
+        pub wide: bool,
+    }
+}

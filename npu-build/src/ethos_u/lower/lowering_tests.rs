@@ -1468,3 +1468,206 @@ mod permute;
 // elem
 #[path = "math_tests.rs"]
 mod math_tests;
+
+// ------------------------------------------------------------------------------------------
+// reduce: SUM / REDUCE_MAX / REDUCE_MIN over axis sets, ARG_MAX / ARG_MIN, MEAN over any axes.
+// Compiled for every accelerator (NPU where the lowering takes the op, the CPU kernels
+// otherwise) and with every operator forced to the CPU == reference interpreter.
+// ------------------------------------------------------------------------------------------
+
+/// Compiled programs (every accelerator) and the all-CPU program == reference interpreter.
+fn check_graph_compiled(mut g: Graph, name: &str) {
+    g.name = name.into();
+    g.validate()
+        .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ name.len() as u64);
+    for trial in 0..3 {
+        let inputs: Vec<Value> = g
+            .inputs
+            .iter()
+            .map(|&t| random_input(&mut rng, &g.tensors[t]))
+            .collect();
+        let want = crate::reference::run(&g, &inputs)
+            .unwrap_or_else(|e| panic!("{name}: reference failed: {e}"));
+        for (accel, got) in run_compiled(&g, &inputs) {
+            for (k, w) in want.iter().enumerate() {
+                if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
+                    panic!("{name} trial {trial} output {k} on {accel} (simulated): {d}");
+                }
+            }
+        }
+        let got = run_all_cpu(&g, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, w) in want.iter().enumerate() {
+            if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
+                panic!("{name} trial {trial} output {k} on the CPU kernels: {d}");
+            }
+        }
+    }
+}
+
+/// The output shape of `shape` reduced over `axes`.
+fn reduced_shape(shape: &[usize], axes: &[usize], keep: bool) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+            (true, true) => Some(1),
+            (true, false) => None,
+            (false, _) => Some(d),
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reduce_graph(
+    kind: OpKind,
+    shape: &[usize],
+    axes: &[usize],
+    keep: bool,
+    dtype: DType,
+    in_q: (f32, i32),
+    out_q: (f32, i32),
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", shape, dtype, in_q.0, in_q.1);
+    let out_shape = reduced_shape(shape, axes, keep);
+    let y = b.output("y", &out_shape, dtype, out_q.0, out_q.1);
+    b.op(kind, vec![x], vec![y]);
+    b.g
+}
+
+#[test]
+fn reduce_sum_max_min_over_axis_sets() {
+    use crate::ir::ReduceOp;
+    let cases: &[(&[usize], &[usize], bool)] = &[
+        (&[1, 8, 8, 16], &[1, 2], true),
+        (&[1, 8, 8, 16], &[3], false),
+        (&[1, 4, 5, 6], &[1], true),
+        (&[1, 4, 5, 6], &[2], false),
+        (&[1, 4, 5, 6], &[1, 3], true),
+        (&[1, 4, 5, 6], &[0, 1, 2, 3], false),
+        (&[3, 7], &[0], false),
+        (&[2, 3, 4, 5, 6], &[1, 4], true),
+        (&[40, 300], &[1], false),
+        (&[1, 4, 5, 6], &[], true),
+    ];
+    for (i, &(shape, axes, keep)) in cases.iter().enumerate() {
+        for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+            let kind = OpKind::Reduce {
+                op,
+                axes: axes.to_vec(),
+                keep_dims: keep,
+            };
+            let (in_q, out_q) = match op {
+                ReduceOp::Sum => ((0.02, -3), (0.15, 5)),
+                _ => ((0.02, -3), (0.02, -3)),
+            };
+            for dtype in [DType::I8, DType::U8] {
+                let (zi, zo) = if dtype == DType::U8 {
+                    (in_q.1 + 128, out_q.1 + 128)
+                } else {
+                    (in_q.1, out_q.1)
+                };
+                let g = reduce_graph(
+                    kind.clone(),
+                    shape,
+                    axes,
+                    keep,
+                    dtype,
+                    (in_q.0, zi),
+                    (out_q.0, zo),
+                );
+                check_graph_compiled(g, &format!("reduce{i}_{}_{dtype}", op.name()));
+            }
+        }
+    }
+}
+
+#[test]
+fn reduce_requantized_and_16_bit() {
+    use crate::ir::ReduceOp;
+    // ONNX ReduceMax / ReduceMin with an output quantized unlike the input.
+    for op in [ReduceOp::Max, ReduceOp::Min] {
+        let kind = OpKind::Reduce {
+            op,
+            axes: vec![2],
+            keep_dims: false,
+        };
+        let g = reduce_graph(
+            kind,
+            &[1, 6, 7, 5],
+            &[2],
+            false,
+            DType::I8,
+            (0.02, 4),
+            (0.05, -9),
+        );
+        check_graph_compiled(g, &format!("requant_{}", op.name()));
+    }
+    // int16: zero points 0, SUM in the same quantization (wrapping int16 sum).
+    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+        let kind = OpKind::Reduce {
+            op,
+            axes: vec![1, 2],
+            keep_dims: true,
+        };
+        let g = reduce_graph(
+            kind,
+            &[1, 3, 4, 5],
+            &[1, 2],
+            true,
+            DType::I16,
+            (0.001, 0),
+            (0.001, 0),
+        );
+        check_graph_compiled(g, &format!("i16_{}", op.name()));
+    }
+}
+
+#[test]
+fn arg_max_min_every_axis_and_index_type() {
+    let shape = [2, 5, 3, 4];
+    for axis in 0..4 {
+        for max in [true, false] {
+            for (dtype, index) in [
+                (DType::I8, DType::I32),
+                (DType::U8, DType::I64),
+                (DType::I16, DType::I32),
+            ] {
+                let mut b = Builder::default();
+                let z = if dtype == DType::U8 { 128 } else { 0 };
+                let x = b.input("x", &shape, dtype, 0.1, z);
+                let out: Vec<usize> = shape
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != axis)
+                    .map(|(_, &d)| d)
+                    .collect();
+                let y = b.tensor("y", &out, index, None);
+                b.g.outputs.push(y);
+                b.op(OpKind::ArgMinMax { axis, max }, vec![x], vec![y]);
+                check_graph_compiled(b.g, &format!("arg{axis}_{max}_{dtype}_{index}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn mean_over_axis_sets() {
+    let cases: &[(&[usize], &[usize], bool)] = &[
+        (&[1, 8, 8, 16], &[3], true),
+        (&[1, 8, 8, 16], &[1, 2], true),
+        (&[1, 4, 5, 6], &[1], false),
+        (&[1, 4, 5, 6], &[2], true),
+        (&[1, 4, 5, 6], &[1, 3], true),
+        (&[2, 3, 4, 5], &[0, 1, 2, 3], false),
+    ];
+    for (i, &(shape, axes, keep)) in cases.iter().enumerate() {
+        let kind = OpKind::Mean {
+            axes: axes.to_vec(),
+            keep_dims: keep,
+        };
+        let g = reduce_graph(kind, shape, axes, keep, DType::I8, (0.02, -3), (0.01, 6));
+        check_graph_compiled(g, &format!("mean{i}"));
+    }
+}

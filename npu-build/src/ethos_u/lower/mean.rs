@@ -53,7 +53,9 @@ impl Plan {
 
 /// Maps `shape` reduced over `axes` onto an `[H, W, C]` view with the reduced axes spatial.
 ///
-/// Axes of size 1 are dropped (reducing them changes nothing). Up to three axes remain; the
+/// Axes of size 1 are dropped (reducing them changes nothing). When the remaining axes fit none
+/// of the views below, adjacent axes that are both reduced or both kept are merged (a re-view of
+/// the same bytes) and the views are tried again. Up to three axes remain; the
 /// innermost becomes C if it is kept, or W (with C = 1) if it is reduced — the latter needs at
 /// most one other axis. A reduce over H and W whose kernel is taller than 64 rows but at most
 /// 4096 elements becomes one row (as Vela does) so one convolution suffices.
@@ -64,8 +66,20 @@ fn plan(shape: &[usize], axes: &[usize]) -> std::result::Result<Plan, String> {
         .filter(|&(_, &d)| d != 1)
         .map(|(i, &d)| (d, axes.contains(&i)))
         .collect();
+    plan_dims(shape, &dims).or_else(|e| {
+        let merged = super::reduce::runs(shape, axes);
+        if merged == dims {
+            Err(e)
+        } else {
+            plan_dims(shape, &merged).map_err(|_| e)
+        }
+    })
+}
+
+/// [`plan`] for `(size, reduced)` axes.
+fn plan_dims(shape: &[usize], dims: &[(usize, bool)]) -> std::result::Result<Plan, String> {
     let k = |(d, reduced): (usize, bool)| if reduced { d } else { 1 };
-    let p = match dims.as_slice() {
+    let p = match dims {
         [] => Plan {
             view: [1, 1, 1],
             kh: 1,
@@ -492,7 +506,24 @@ mod tests {
                 kw: 9
             })
         );
-        assert!(p(&[1, 4, 2, 9], &[3]).is_err());
+        // Kept axes merged in front of a reduced innermost run (MEAN over channels of NHWC).
+        assert_eq!(
+            p(&[1, 4, 2, 9], &[3]),
+            Ok(Plan {
+                view: [8, 9, 1],
+                kh: 1,
+                kw: 9
+            })
+        );
+        assert_eq!(
+            p(&[2, 3, 4, 5], &[1, 2]),
+            Ok(Plan {
+                view: [2, 12, 5],
+                kh: 1,
+                kw: 12
+            })
+        );
+        assert!(p(&[2, 3, 4, 5], &[1, 3]).is_err());
         // Tall windows become one row when they have at most 4096 elements.
         assert_eq!(
             p(&[1, 100, 3, 8], &[1, 2]),

@@ -24,6 +24,7 @@ mod mean;
 mod pad;
 mod permute;
 mod pool;
+mod reduce;
 mod resize;
 mod softmax;
 // movea
@@ -396,6 +397,11 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         | OpKind::Minimum
         | OpKind::SquaredDifference
         | OpKind::Prelu => math::lower(cx, op),
+        OpKind::Reduce { .. } => reduce::lower(cx, op),
+        OpKind::ArgMinMax { .. } => Err(cx.limit(
+            op,
+            "the NPU lowering has no ARG_MAX/ARG_MIN; they run on the CPU",
+        )),
     }
 }
 

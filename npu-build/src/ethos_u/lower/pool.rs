@@ -29,8 +29,8 @@ use crate::ir::quant::{activation_range, frexp, quantize_multiplier};
 use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, TensorId};
 
 /// Largest pooling kernel height and area (Vela's AvgPool/MaxPool limits for Ethos-U55/U65).
-const MAX_POOL_KERNEL_H: usize = 256;
-const MAX_POOL_KERNEL_AREA: usize = 65536;
+pub(super) const MAX_POOL_KERNEL_H: usize = 256;
+pub(super) const MAX_POOL_KERNEL_AREA: usize = 65536;
 
 /// Largest value of one padding register (7 bits).
 pub(super) const MAX_PAD: usize = 127;
@@ -87,7 +87,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn lower_max(
+pub(super) fn lower_max(
     cx: &mut Lowering<'_>,
     op: &Op,
     attrs: &PoolAttrs,

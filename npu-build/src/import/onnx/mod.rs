@@ -157,7 +157,13 @@ fn graph_output(b: &mut Builder, decl: &ValueDecl) -> Result<()> {
         id = copy;
     }
     let t = b.tensor(id);
-    let want = io_dtype(decl)?;
+    // Index outputs (ArgMax / ArgMin, optionally Cast to int32) are integers without
+    // quantization.
+    let want = match decl.elem_type {
+        data_type::INT32 => DType::I32,
+        data_type::INT64 => DType::I64,
+        _ => io_dtype(decl)?,
+    };
     if t.dtype != want {
         return Err(bad(format!(
             "declared as {want} but the graph computes {}",

@@ -970,3 +970,58 @@ fn matmul_of_two_activations_is_batch_matmul() {
     );
     assert_eq!(g.tensors[g.ops[0].outputs[0]].shape, [2, 3, 5]);
 }
+
+// reduce
+
+#[test]
+fn arg_max_keepdims_and_arg_min_cast_to_int32() {
+    let m = M::new()
+        .input("x", dt::INT8, &[1, 2, 3])
+        .output("amax", dt::INT64, &[1, 1, 3])
+        .output("amin", dt::INT32, &[1, 2])
+        .qparams("q", 0.5, 0)
+        .dq("x", "q", "xd")
+        .node("ArgMax", &["xd"], &["amax"], vec![A::int("axis", 1)])
+        .node(
+            "ArgMin",
+            &["xd"],
+            &["i64"],
+            vec![A::int("axis", -1), A::int("keepdims", 0)],
+        )
+        .node("Cast", &["i64"], &["amin"], vec![A::int("to", 6)]);
+    let g = m.ok();
+    let x = Value::new(vec![1, 2, 3], Data::I8(vec![1, 5, -3, 7, -8, 5])).unwrap();
+    let out = crate::reference::run(&g, &[x]).expect("run");
+    // Column maxima along axis 1: 7 (row 1), 5 (row 0), 5 (row 1); row minima: -3 at 2, -8 at 1.
+    assert_eq!(out[0].shape, [1, 1, 3]);
+    assert_eq!(out[0].data, Data::I64(vec![1, 0, 1]));
+    assert_eq!(out[1].shape, [1, 2]);
+    assert_eq!(out[1].data, Data::I32(vec![2, 1]));
+}
+
+#[test]
+fn reduce_sum_axes_input_and_reduce_max_axes_attribute() {
+    let m = M::new()
+        .input("x", dt::INT8, &[1, 2, 3])
+        .output("s", dt::INT8, &[1, 1, 3])
+        .output("mx", dt::INT8, &[1, 2])
+        .init(T::from_i64("axes", &[1], &[1]))
+        .qparams("q", 0.5, 0)
+        .dq("x", "q", "xd")
+        .node("ReduceSum", &["xd", "axes"], &["sf"], vec![])
+        .q("sf", "q", "s")
+        .node(
+            "ReduceMax",
+            &["xd"],
+            &["mf"],
+            vec![A::ints("axes", &[2]), A::int("keepdims", 0)],
+        )
+        .q("mf", "q", "mx");
+    let m = M { opset: 13, ..m };
+    let g = m.ok();
+    let x = Value::new(vec![1, 2, 3], Data::I8(vec![1, 5, -3, 7, -8, 5])).unwrap();
+    let out = crate::reference::run(&g, &[x]).expect("run");
+    // Same scale in and out: column sums 8, -3, 2; row maxima 5, 7.
+    assert_eq!(out[0].data, Data::I8(vec![8, -3, 2]));
+    assert_eq!(out[1].data, Data::I8(vec![5, 7]));
+}

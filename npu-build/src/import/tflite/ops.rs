@@ -8,8 +8,8 @@ use super::{Importer, ctx};
 mod movement;
 use crate::error::{Error, Result};
 use crate::ir::{
-    Activation, ConvAttrs, DType, Op, OpKind, PadMode, Padding, PoolAttrs, ResizeMode, TensorId,
-    TransposeConvAttrs,
+    Activation, ConvAttrs, DType, Op, OpKind, PadMode, Padding, PoolAttrs, ReduceOp, ResizeMode,
+    TensorId, TransposeConvAttrs,
 };
 
 /// TFLite operators the importer maps, by their schema names (sorted within each family).
@@ -65,6 +65,12 @@ pub const SUPPORTED: &[&str] = &[
     "NEG",
     "PRELU",
     "SQUARED_DIFFERENCE",
+    // reduce
+    "ARG_MAX",
+    "ARG_MIN",
+    "REDUCE_MAX",
+    "REDUCE_MIN",
+    "SUM",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -120,6 +126,11 @@ pub fn is_supported(code: i32) -> bool {
             | b::NEG
             | b::PRELU
             | b::SQUARED_DIFFERENCE
+            | b::ARG_MAX
+            | b::ARG_MIN
+            | b::REDUCE_MAX
+            | b::REDUCE_MIN
+            | b::SUM
     )
 }
 
@@ -746,6 +757,54 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 _ => OpKind::Prelu,
             };
             (kind, vec![x, y])
+        }
+        b::SUM | b::REDUCE_MAX | b::REDUCE_MIN => {
+            let keep_dims = match op.options(options_type::REDUCER) {
+                Some(o) => ctx(o.bool(opts::REDUCER_KEEP_DIMS, &what))?,
+                None => false,
+            };
+            let a = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let mut axes = Vec::new();
+            for ax in const_ints(im, op, a, "axes")? {
+                axes.push(normalize_axis(op, ax, rank)?);
+            }
+            axes.sort_unstable();
+            axes.dedup();
+            let kind = match op.code {
+                b::SUM => ReduceOp::Sum,
+                b::REDUCE_MAX => ReduceOp::Max,
+                _ => ReduceOp::Min,
+            };
+            (
+                OpKind::Reduce {
+                    op: kind,
+                    axes,
+                    keep_dims,
+                },
+                vec![x],
+            )
+        }
+        b::ARG_MAX | b::ARG_MIN => {
+            // The index type is the output tensor's (ArgMaxOptions.output_type names it too).
+            let a = required(im, 1)?;
+            let rank = im.graph.tensors[x].shape.len();
+            let axis = match const_ints(im, op, a, "axis")?.as_slice() {
+                [ax] => normalize_axis(op, *ax, rank)?,
+                other => {
+                    return Err(op.invalid(format!(
+                        "axis must hold one value, got {} values",
+                        other.len()
+                    )));
+                }
+            };
+            (
+                OpKind::ArgMinMax {
+                    axis,
+                    max: op.code == b::ARG_MAX,
+                },
+                vec![x],
+            )
         }
         _ => {
             return Err(Error::UnsupportedOp {

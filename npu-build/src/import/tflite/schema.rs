@@ -259,6 +259,11 @@ pub mod builtin {
     pub const NEG: i32 = 59;
     pub const SQUARED_DIFFERENCE: i32 = 99;
     pub const ABS: i32 = 101;
+    pub const ARG_MAX: i32 = 56;
+    pub const SUM: i32 = 74;
+    pub const ARG_MIN: i32 = 79;
+    pub const REDUCE_MAX: i32 = 82;
+    pub const REDUCE_MIN: i32 = 89;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -5,6 +5,7 @@ pub(crate) mod elementwise;
 mod matmul;
 mod permute;
 mod pool;
+mod reduce;
 mod resize;
 pub(crate) mod shape;
 mod softmax;
@@ -65,6 +66,12 @@ const SUPPORTED: &[&str] = &[
     "Abs",
     "Neg",
     "PRelu",
+    // reduce
+    "ArgMax",
+    "ArgMin",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceSum",
 ];
 
 /// The supported operator list for error messages.
@@ -84,6 +91,9 @@ impl Builder {
     pub(crate) fn node(&mut self, n: &Node) -> Result<()> {
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return Err(self.unsupported(n));
+        }
+        if n.op_type == "Cast" && self.cast_index(n)? {
+            return Ok(());
         }
         if fold::FOLDABLE.contains(&n.op_type.as_str()) && self.try_fold(n)? {
             return Ok(());
@@ -122,6 +132,8 @@ impl Builder {
             "DepthToSpace" | "SpaceToDepth" => self.space_depth(n),
             "Abs" | "Neg" => self.unary_math(n),
             "PRelu" => self.binary(n),
+            "ReduceSum" | "ReduceMax" | "ReduceMin" => self.reduce(n),
+            "ArgMax" | "ArgMin" => self.arg_min_max(n),
             _ => Err(self.unsupported(n)),
         }
     }

@@ -130,6 +130,21 @@ impl Builder {
 
     /// Mean of `x` over ONNX `axes`.
     fn mean(&mut self, n: &Node, x: Act, axes: &[usize], keep: bool) -> Result<()> {
+        self.reduce_over(n, x, axes, keep, |axes, keep_dims| OpKind::Mean {
+            axes,
+            keep_dims,
+        })
+    }
+
+    /// A pending reduction of `x` over ONNX `axes`, of the kind `kind` makes of the IR axes.
+    pub(crate) fn reduce_over(
+        &mut self,
+        n: &Node,
+        x: Act,
+        axes: &[usize],
+        keep: bool,
+        kind: impl FnOnce(Vec<usize>, bool) -> OpKind,
+    ) -> Result<()> {
         let mut ir_axes: Vec<usize> = axes
             .iter()
             .filter_map(|&a| x.perm.get(a).copied())
@@ -166,10 +181,7 @@ impl Builder {
                 .collect();
             (shape, perm)
         };
-        let kind = OpKind::Mean {
-            axes: ir_axes,
-            keep_dims: keep,
-        };
+        let kind = kind(ir_axes, keep);
         let p = self.pending(n, kind, vec![x.id], shape, perm);
         self.bind_output(n, Val::Pending(Rc::new(p)))
     }
