@@ -183,6 +183,7 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Softmax { beta } => format!("beta {beta}"),
         OpKind::Transpose { perm } => format!("perm {perm:?}"),
         OpKind::Activation(a) => act_str(*a),
+        OpKind::FloatUnary(f) => format!("{f:?} (f32)"),
     }
 }
 

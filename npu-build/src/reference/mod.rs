@@ -16,6 +16,7 @@
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod convert;
+pub(crate) mod float;
 pub(crate) mod movement;
 pub(crate) mod pool;
 pub(crate) mod softmax;
@@ -283,6 +284,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Quantize => convert::Quantize::prepare(g, op),
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
+        OpKind::FloatUnary(f) => float::FloatUnary::prepare(g, op, *f),
     }
 }
 

@@ -195,6 +195,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::Concat(p) => super::movement::concat(&p, weights, arena),
         Op::SoftmaxF32(p) => super::float::softmax(&p, weights, arena),
         Op::ClampF32(p) => super::float::clamp(&p, weights, arena),
+        Op::FloatUnary(p) => super::float::unary(&p, weights, arena),
     }
 }
 

@@ -36,6 +36,7 @@ mod params;
 mod words;
 
 pub use elem::Elem;
+pub use params::FloatUnaryOp;
 pub use params::{
     ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp, ResizeOp,
 };
@@ -179,6 +180,8 @@ pub enum Op {
     SoftmaxF32(FloatSoftmaxOp),
     /// Clamp of f32 values (see [`FloatClampOp`]).
     ClampF32(FloatClampOp),
+    /// An f32 elementwise function (see [`FloatUnaryOp`]): operators of float islands.
+    FloatUnary(FloatUnaryOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -319,6 +322,8 @@ const OP_RESIZE: u32 = 12;
 const OP_CONCAT: u32 = 13;
 const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
+// Codes 80..=87: float-island operators of ONNX models (f32 elementwise functions).
+const OP_FLOAT_UNARY: u32 = 80;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -355,6 +360,7 @@ impl Op {
             Op::Concat(_) => "Concat",
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
+            Op::FloatUnary(_) => "FloatUnary",
         }
     }
 
@@ -511,6 +517,7 @@ impl Op {
             Op::Concat(p) => p.put(w.put(OP_CONCAT)),
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
+            Op::FloatUnary(p) => p.put(w.put(OP_FLOAT_UNARY)),
         }
         w.finish()
     }
@@ -648,6 +655,7 @@ impl Op {
             OP_CONCAT => Op::Concat(ConcatOp::get(&mut r)?),
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
+            OP_FLOAT_UNARY => Op::FloatUnary(FloatUnaryOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -368,6 +368,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             op,
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
         )),
+        OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
     }
 }
 

@@ -1,4 +1,4 @@
-//! ONNX (opset 13+) importer: QDQ folding, NCHW -> NHWC, constant shape subgraphs folded.
+//! ONNX (opsets 10 to 21) importer: QDQ folding, NCHW -> NHWC, constant shape subgraphs folded.
 //!
 //! The pipeline: [`proto`] decodes the protobuf (untrusted bytes: prost reports malformed input
 //! as errors), `model` checks and sorts the graph, then every node is mapped in order by `ops`
@@ -13,12 +13,15 @@
 mod builder;
 mod constant;
 mod fold;
+mod island;
 mod layout;
 mod model;
 mod ops;
+mod opset;
 mod passes;
 pub mod proto;
 mod qdq;
+mod qop;
 #[cfg(test)]
 mod tests;
 

@@ -11,7 +11,7 @@ use super::super::model::Node;
 use super::super::qdq;
 use super::weights::const_layout;
 use crate::error::Result;
-use crate::ir::{Activation, OpKind};
+use crate::ir::{Activation, DType, OpKind};
 
 /// Numpy broadcast of two shapes (aligned on the right).
 pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
@@ -94,10 +94,15 @@ impl Builder {
             )));
         }
         let key = n.req_input(i)?.to_string();
+        // The constant takes the activation's 8-bit type (same reals).
+        let dtype = match self.tensor(x.id).dtype {
+            DType::U8 => DType::U8,
+            _ => DType::I8,
+        };
         let r = x.perm.len();
         if c.c.dims.len() > r {
             let x = self.relayout(x, &layout::identity(r))?;
-            let id = self.const_tensor(n, &key, c, &layout::identity(c.c.dims.len()))?;
+            let id = self.const_tensor_in(n, &key, c, &layout::identity(c.c.dims.len()), dtype)?;
             let perm = layout::identity(c.c.dims.len());
             return Ok((Act { id: x.id, perm }, id));
         }
@@ -109,7 +114,7 @@ impl Builder {
             dims,
             elems: c.c.elems.clone(),
         });
-        let id = self.const_tensor(n, &key, &padded, &const_layout(&x.perm))?;
+        let id = self.const_tensor_in(n, &key, &padded, &const_layout(&x.perm), dtype)?;
         Ok((x.clone(), id))
     }
 

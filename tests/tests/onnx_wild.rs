@@ -1,0 +1,174 @@
+//! ONNX models as onnxruntime's `quantize_static` writes them (`fixtures/onnx_wild/`, made by
+//! `tools/make_onnx_wild.py`): QDQ and QOperator formats, uint8 (U8S8) and int8 (S8S8)
+//! activations, per-channel and per-tensor weights, float islands (operators a quantizer leaves
+//! in float, or whose output quantization the NPU cannot produce) and exporter idioms (MatMul +
+//! bias Add, Flatten + Gemm, channel shuffle).
+//!
+//! Per model and input: the reference interpreter within one output quantization step of
+//! onnxruntime (it requantizes in float where the int8 kernels use fixed-point multipliers), and
+//! the compiled model on the virtual NPU (ethos-u55-128, ethos-u65-256) and with every operator
+//! forced to the CPU kernels bit-exact with the reference interpreter.
+
+use std::path::{Path, PathBuf};
+
+use npu_build::ethos_u::{CompileOptions, compile_with};
+use npu_build::ir::Graph;
+use npu_build::value::{Data, Value};
+use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_128, ETHOS_U65_256};
+use npu_tests::{differences, fixtures_dir};
+
+fn wild_dir() -> PathBuf {
+    fixtures_dir().join("onnx_wild")
+}
+
+fn floats(v: &Value) -> &[f32] {
+    match &v.data {
+        Data::F32(x) => x,
+        other => panic!("expected f32 values, got {}", other.dtype()),
+    }
+}
+
+fn npy(dir: &Path, name: &str) -> Value {
+    Value::read_npy(&dir.join("io").join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn output_step(dir: &Path) -> f64 {
+    let text = std::fs::read_to_string(dir.join("io").join("io.json")).expect("io.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("io.json is JSON");
+    json["output_step"].as_f64().expect("output_step")
+}
+
+fn load(model: &str) -> (PathBuf, Graph) {
+    let dir = wild_dir().join(model);
+    let graph = npu_build::import::load(&dir.join(format!("{model}.onnx")))
+        .unwrap_or_else(|e| panic!("{model}: import: {e}"));
+    (dir, graph)
+}
+
+/// The reference interpreter agrees with onnxruntime within one output step on every element.
+fn reference_within_one_step(model: &str) {
+    let (dir, graph) = load(model);
+    let step = output_step(&dir);
+    assert!(step > 0.0 && step < 1.0, "implausible output_step {step}");
+    let mut worst = 0.0f64;
+    let mut failures = Vec::new();
+    for k in 0..3 {
+        let input = npy(&dir, &format!("input_{k}.npy"));
+        let want = npy(&dir, &format!("output_{k}.npy"));
+        let got = npu_build::reference::run(&graph, std::slice::from_ref(&input))
+            .unwrap_or_else(|e| panic!("{model} input {k}: run failed: {e}"));
+        assert_eq!(got[0].shape, want.shape, "{model} input {k}: output shape");
+        for (i, (&g, &w)) in floats(&got[0]).iter().zip(floats(&want)).enumerate() {
+            let d = (f64::from(g) - f64::from(w)).abs();
+            worst = worst.max(d / step);
+            // A hair of float slack: both sides are multiples of the step up to rounding.
+            if d > step * (1.0 + 1e-4) {
+                failures.push(format!(
+                    "input {k}, element {i}: {g} vs onnxruntime {w} ({:.2} steps)",
+                    d / step
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{model}: {} elements off by more than one step:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{model}: worst difference {worst:.3} output steps");
+}
+
+/// The compiled model (NPU and CPU steps) is bit-exact with the reference interpreter.
+fn compiled_bit_exact(model: &str, target: &'static AcceleratorConfig, options: &CompileOptions) {
+    let (dir, graph) = load(model);
+    let c = compile_with(&graph, target, options)
+        .unwrap_or_else(|e| panic!("{model} on {}: compile: {e}", target.name));
+    for k in 0..3 {
+        let input = npy(&dir, &format!("input_{k}.npy"));
+        let want = npu_build::reference::run(&graph, std::slice::from_ref(&input))
+            .unwrap_or_else(|e| panic!("{model} input {k}: reference: {e}"));
+        let (got, _) = c
+            .run_sim(std::slice::from_ref(&input))
+            .unwrap_or_else(|e| panic!("{model} on {} input {k}: run: {e}", target.name));
+        assert_eq!(
+            differences(&got[0], &want[0]),
+            "",
+            "{model} on {} input {k}",
+            target.name
+        );
+    }
+}
+
+/// Every operator of the graph on the CPU kernels.
+fn all_on_cpu(model: &str) -> CompileOptions {
+    let (_, graph) = load(model);
+    CompileOptions {
+        force_cpu: graph.ops.iter().map(|op| op.name.clone()).collect(),
+        ..Default::default()
+    }
+}
+
+macro_rules! wild_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use super::*;
+
+                #[test]
+                fn reference_vs_onnxruntime() {
+                    reference_within_one_step(stringify!($name));
+                }
+
+                #[test]
+                fn u55_128_bit_exact() {
+                    compiled_bit_exact(stringify!($name), &ETHOS_U55_128, &CompileOptions::default());
+                }
+
+                #[test]
+                fn u65_256_bit_exact() {
+                    compiled_bit_exact(stringify!($name), &ETHOS_U65_256, &CompileOptions::default());
+                }
+
+                #[test]
+                fn cpu_kernels_bit_exact() {
+                    let m = stringify!($name);
+                    compiled_bit_exact(m, &ETHOS_U55_128, &all_on_cpu(m));
+                }
+            }
+        )*
+
+        /// Every model directory under `fixtures/onnx_wild/` is tested above.
+        #[test]
+        fn every_wild_model_is_listed() {
+            let listed = [$(stringify!($name)),*];
+            let mut missing = Vec::new();
+            for e in std::fs::read_dir(wild_dir()).expect("fixtures/onnx_wild") {
+                let name = e.expect("entry").file_name().into_string().expect("utf-8");
+                if wild_dir().join(&name).is_dir() && !listed.contains(&name.as_str()) {
+                    missing.push(name);
+                }
+            }
+            assert!(missing.is_empty(), "not listed in onnx_wild.rs: {missing:?}");
+        }
+    };
+}
+
+wild_tests!(
+    mlp_qdq_s8s8_pc,
+    mlp_qdq_s8s8_pt,
+    mlp_qdq_u8s8_pc,
+    mlp_qdq_u8s8_pt,
+    mlp_qop_s8s8_pc,
+    mlp_qop_s8s8_pt,
+    mlp_qop_u8s8_pc,
+    mlp_qop_u8s8_pt,
+    shuffle_cnn_qdq_s8s8_pc,
+    shuffle_cnn_qdq_s8s8_pt,
+    shuffle_cnn_qdq_u8s8_pc,
+    shuffle_cnn_qdq_u8s8_pt,
+    shuffle_cnn_qop_s8s8_pc,
+    shuffle_cnn_qop_s8s8_pt,
+    shuffle_cnn_qop_u8s8_pc,
+    shuffle_cnn_qop_u8s8_pt,
+);
