@@ -8,7 +8,13 @@ requantizes in float, the NPU in fixed point).
   /work/venv/bin/python tools/make_onnx_wild.py fixtures/onnx_wild [name ...]
 
 Per model NAME: OUT/NAME/NAME.onnx, io/input_K.npy (float32), io/output_K.npy (float32,
-onnxruntime), io/io.json (output_step, format, activation type, per_channel)."""
+onnxruntime), io/io.json (output_step, format, activation type, per_channel).
+
+  /work/venv/bin/python tools/make_onnx_wild.py --tf2onnx fixtures/onnx_wild
+tf2onnx's conversion of an int8 TFLite Keras classifier with trained-like (nonzero) biases:
+OUT/tf2onnx_classifier/{tf2onnx_classifier.tflite, .onnx, io/} with TFLite's reference outputs
+(make_fixtures.py's pipeline): bit-exact expectation. tf2onnx writes its dense layers as a QDQ
+MatMul, a float bias Add and a QuantizeLinear."""
 import json, os, sys
 import numpy as np
 import onnx
@@ -134,7 +140,57 @@ def main():
     for f in os.listdir(tmp):
         os.remove(os.path.join(tmp, f))
     os.rmdir(tmp)
+    external_copy(out, "shuffle_cnn_qdq_s8s8_pc")
+
+
+def external_copy(out, src):
+    """SRC saved with its initializers as external data in one side file (NAME.onnx.data)."""
+    import shutil
+    name = src + "_external"
+    d = os.path.join(out, name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(os.path.join(out, src, "io"), os.path.join(d, "io"))
+    m = onnx.load(os.path.join(out, src, src + ".onnx"))
+    onnx.save(m, os.path.join(d, name + ".onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location=name + ".onnx.data", size_threshold=0)
+    print("built", name, flush=True)
+
+
+def tf2onnx_models(out):
+    import subprocess
+    import make_fixtures as mf
+    from keras import layers
+
+    def classifier():
+        inp = mf.keras.Input(shape=(12, 12, 3), batch_size=1)
+        x = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(inp)
+        x = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+        x = layers.GlobalAveragePooling2D()(x)
+        x = layers.Dense(16, activation="relu")(x)
+        x = layers.Dense(10)(x)
+        m = mf.keras.Model(inp, x)
+        # Trained networks have nonzero biases (Keras initialises them to zero).
+        rng = np.random.default_rng(5)
+        for layer in m.layers:
+            w = layer.get_weights()
+            if len(w) == 2:
+                layer.set_weights([w[0], rng.normal(0, 0.3, size=w[1].shape).astype(np.float32)])
+        return m
+
+    name = "tf2onnx_classifier"
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    mf.keras.utils.set_random_seed(1234)
+    tfl = os.path.join(d, name + ".tflite")
+    open(tfl, "wb").write(mf.to_tflite(classifier(), np.random.default_rng(0)))
+    subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
+                    os.path.join(d, name + ".onnx"), "--opset", "17"], check=True, capture_output=True)
+    mf.reference_io(tfl, os.path.join(d, "io"))
+    print("built", name, flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--tf2onnx":
+        tf2onnx_models(sys.argv[2])
+    else:
+        main()

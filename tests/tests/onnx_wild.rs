@@ -141,7 +141,7 @@ macro_rules! wild_tests {
         /// Every model directory under `fixtures/onnx_wild/` is tested above.
         #[test]
         fn every_wild_model_is_listed() {
-            let listed = [$(stringify!($name)),*];
+            let listed = [$(stringify!($name),)* TF2ONNX];
             let mut missing = Vec::new();
             for e in std::fs::read_dir(wild_dir()).expect("fixtures/onnx_wild") {
                 let name = e.expect("entry").file_name().into_string().expect("utf-8");
@@ -165,6 +165,7 @@ wild_tests!(
     mlp_qop_u8s8_pt,
     shuffle_cnn_qdq_s8s8_pc,
     shuffle_cnn_qdq_s8s8_pt,
+    shuffle_cnn_qdq_s8s8_pc_external,
     shuffle_cnn_qdq_u8s8_pc,
     shuffle_cnn_qdq_u8s8_pt,
     shuffle_cnn_qop_s8s8_pc,
@@ -172,3 +173,80 @@ wild_tests!(
     shuffle_cnn_qop_u8s8_pc,
     shuffle_cnn_qop_u8s8_pt,
 );
+
+/// tf2onnx's conversion of an int8 TFLite Keras classifier (nonzero biases; dense layers as QDQ
+/// MatMul/Gemm + bias): bit-exact with TFLite's reference kernels from the `.onnx` and the
+/// `.tflite`, through the reference interpreter and compiled (NPU targets, all on the CPU).
+const TF2ONNX: &str = "tf2onnx_classifier";
+
+#[test]
+fn tf2onnx_classifier_bit_exact_with_tflite() {
+    let model = format!("onnx_wild/{TF2ONNX}");
+    let dir = wild_dir().join(TF2ONNX);
+    for ext in ["onnx", "tflite"] {
+        let graph = npu_build::import::load(&dir.join(format!("{TF2ONNX}.{ext}")))
+            .unwrap_or_else(|e| panic!("{ext}: import: {e}"));
+        let all_cpu = CompileOptions {
+            force_cpu: graph.ops.iter().map(|op| op.name.clone()).collect(),
+            ..Default::default()
+        };
+        let compiled = [
+            (
+                "ethos-u55-128",
+                compile_with(&graph, &ETHOS_U55_128, &CompileOptions::default()),
+            ),
+            (
+                "ethos-u65-256",
+                compile_with(&graph, &ETHOS_U65_256, &CompileOptions::default()),
+            ),
+            ("cpu", compile_with(&graph, &ETHOS_U55_128, &all_cpu)),
+        ];
+        for k in 0..3 {
+            let inputs = npu_tests::fixture_inputs(&model, k);
+            let want = npu_tests::fixture_output(&model, k);
+            let got = npu_build::reference::run(&graph, &inputs).expect("reference");
+            assert_eq!(
+                differences(&got[0], &want),
+                "",
+                "{ext} reference, input {k}"
+            );
+            for (target, c) in &compiled {
+                let c = c
+                    .as_ref()
+                    .unwrap_or_else(|e| panic!("{ext} {target}: compile: {e}"));
+                let (got, _) = c.run_sim(&inputs).expect("run");
+                assert_eq!(differences(&got[0], &want), "", "{ext} {target}, input {k}");
+            }
+        }
+    }
+}
+
+/// A missing or truncated external data file is an error naming the file.
+#[test]
+fn broken_external_data_names_the_file() {
+    let model = "shuffle_cnn_qdq_s8s8_pc_external";
+    let src = wild_dir().join(model);
+    let tmp = std::env::temp_dir().join(format!("npu-onnx-wild-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+    let onnx = tmp.join(format!("{model}.onnx"));
+    std::fs::copy(src.join(format!("{model}.onnx")), &onnx).expect("copy");
+    let data = tmp.join(format!("{model}.onnx.data"));
+    let _ = std::fs::remove_file(&data);
+    let e = npu_build::import::load(&onnx)
+        .expect_err("no data file")
+        .to_string();
+    assert!(
+        e.contains(&format!("{model}.onnx.data")) && e.contains("cannot be read"),
+        "{e}"
+    );
+    let full = std::fs::read(src.join(format!("{model}.onnx.data"))).expect("data");
+    std::fs::write(&data, &full[..full.len() / 2]).expect("write");
+    let e = npu_build::import::load(&onnx)
+        .expect_err("truncated")
+        .to_string();
+    assert!(
+        e.contains(&format!("{model}.onnx.data")) && e.contains("truncated"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -46,6 +46,12 @@ pub fn load(path: &Path) -> Result<Graph> {
         path: path.to_path_buf(),
         detail: "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf".into(),
     })?;
+    if format == Format::Onnx {
+        // External data files are found next to the model.
+        let graph = onnx::import_from(&bytes, &name, path.parent())?;
+        graph.validate()?;
+        return Ok(graph);
+    }
     from_bytes(&bytes, format, &name)
 }
 

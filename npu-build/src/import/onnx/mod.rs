@@ -12,6 +12,7 @@
 
 mod builder;
 mod constant;
+mod external;
 mod fold;
 mod island;
 mod layout;
@@ -43,8 +44,17 @@ use crate::ir::{DType, Graph, OpKind};
 /// assert!(err.to_string().contains("no graph"), "{err}");
 /// ```
 pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
-    let m = proto::ModelProto::decode(bytes)
+    import_from(bytes, name, None)
+}
+
+/// Imports an ONNX model from its protobuf bytes; initializers stored as external data are read
+/// from their files in `dir` (the model's directory; without it they are an error).
+pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> Result<Graph> {
+    let mut m = proto::ModelProto::decode(bytes)
         .map_err(|e| malformed(format!("not a readable ONNX protobuf: {e}")))?;
+    if let Some(g) = m.graph.as_mut() {
+        external::resolve(g, dir)?;
+    }
     let model = Model::from_proto(m)?;
     let mut b = Builder::new(name, model.opset);
     for decl in &model.inputs {

@@ -1006,3 +1006,49 @@ fn qlinear_add_of_uint8_in_the_microsoft_domain() {
         .collect();
     assert_eq!(out[0].data, Data::U8(want));
 }
+
+#[test]
+fn matmul_then_float_bias_add_becomes_one_fully_connected() {
+    // tf2onnx's dense layer: QDQ MatMul, an Add of a dequantized int32 bias, QuantizeLinear.
+    let m = weights(
+        M::new()
+            .input("x", dt::INT8, &[1, 3])
+            .output("y", dt::INT8, &[1, 2])
+            .qparams("qi", 0.5, 1)
+            .qparams("qo", 0.25, -2),
+        "w",
+        &[3, 2],
+        &[1, -2, 3, 4, -5, 6],
+        &[0.5],
+    )
+    .init(T::raw(
+        "b",
+        dt::INT32,
+        &[2],
+        [3i32, -7].iter().flat_map(|v| v.to_le_bytes()).collect(),
+    ))
+    .init(T::from_f32("b_s", &[], &[0.25]))
+    .node("DequantizeLinear", &["b", "b_s"], &["b_dq"], vec![])
+    .dq("x", "qi", "xd")
+    .node("MatMul", &["xd", "w_dq"], &["mm"], vec![])
+    .node("Add", &["mm", "b_dq"], &["sum"], vec![])
+    .q("sum", "qo", "y");
+    let g = m.ok();
+    assert_eq!(kinds(&g), ["FullyConnected"]);
+    assert_eq!(g.ops[0].inputs.len(), 3, "the bias is the FullyConnected's");
+    let x: Vec<i8> = vec![5, -3, 8];
+    let out = crate::reference::run(&g, &[Value::new(vec![1, 3], Data::I8(x.clone())).unwrap()])
+        .expect("run");
+    // Reals: sum_k 0.5 (x_k - 1) * 0.5 w[k][o] + 0.25 b[o], quantized at 0.25 with zero point -2.
+    let w = [[1.0, -2.0], [3.0, 4.0], [-5.0, 6.0]];
+    let want: Vec<i8> = (0..2)
+        .map(|o| {
+            let mut r = 0.25 * [3.0, -7.0][o];
+            for k in 0..3 {
+                r += 0.5 * (f64::from(x[k]) - 1.0) * 0.5 * w[k][o];
+            }
+            ((r / 0.25).round() - 2.0).clamp(-128.0, 127.0) as i8
+        })
+        .collect();
+    assert_eq!(out[0].data, Data::I8(want));
+}
