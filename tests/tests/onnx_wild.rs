@@ -250,3 +250,31 @@ fn broken_external_data_names_the_file() {
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// The generated module (apart from the test module of the same name).
+mod via_macro {
+    npu_macros::include_model!(
+        "../fixtures/onnx_wild/shuffle_cnn_qdq_s8s8_pc_external/shuffle_cnn_qdq_s8s8_pc_external.onnx",
+        target = "ethos-u55-128"
+    );
+}
+
+/// A model with external data through `include_model!` (the side file read next to the model
+/// and tracked): bit-exact with the reference interpreter.
+#[test]
+fn external_data_via_include_model() {
+    let (dir, graph) = load("shuffle_cnn_qdq_s8s8_pc_external");
+    let mut npu = npu_rt::sim::VirtualNpu::new(&ETHOS_U55_128);
+    let mut arena = Box::new(via_macro::shuffle_cnn_qdq_s8s8_pc_external::Arena::new());
+    for k in 0..3 {
+        let x = npy(&dir, &format!("input_{k}.npy"));
+        let want = npu_build::reference::run(&graph, std::slice::from_ref(&x)).expect("reference");
+        let mut input = via_macro::shuffle_cnn_qdq_s8s8_pc_external::Input::zeroed();
+        input.input_flat_mut().copy_from_slice(floats(&x));
+        let out = via_macro::shuffle_cnn_qdq_s8s8_pc_external::run(&mut npu, &mut arena, &input)
+            .expect("run");
+        let got: Vec<u32> = out.softmax_35_flat().iter().map(|v| v.to_bits()).collect();
+        let want: Vec<u32> = floats(&want[0]).iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, want, "input {k}");
+    }
+}

@@ -18,6 +18,28 @@ fn is_external(t: &proto::TensorProto) -> bool {
     t.data_location == Some(proto::DATA_LOCATION_EXTERNAL) || !t.external_data.is_empty()
 }
 
+/// The files (in `dir`) holding the external data of `graph`'s initializers, each once, in order;
+/// invalid locations are left out (reading the data reports them).
+pub(crate) fn locations(graph: &proto::GraphProto, dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for t in graph.initializer.iter().filter(|t| is_external(t)) {
+        let Some(loc) = t.external_data.iter().find(|e| e.key == "location") else {
+            continue;
+        };
+        let rel = Path::new(&loc.value);
+        if rel
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            let p = dir.join(rel);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Reads the external data of every initializer of `graph` from files in `dir` (the model's
 /// directory) into `raw_data`. Returns the files read (a build tracks them for rebuilds).
 pub(crate) fn resolve(graph: &mut proto::GraphProto, dir: Option<&Path>) -> Result<Vec<PathBuf>> {
@@ -138,6 +160,7 @@ mod tests {
                 ("length", "3"),
             ],
         ));
+        assert_eq!(locations(&g, &d), [d.join("m.onnx.data")]);
         let files = resolve(&mut g, Some(&d)).unwrap();
         assert_eq!(files, [d.join("m.onnx.data")]);
         assert_eq!(g.initializer[0].raw_data, [1, 2, 3]);

@@ -47,6 +47,16 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
     import_from(bytes, name, None)
 }
 
+/// The external data files an ONNX model names (resolved against `dir`; none for an unreadable
+/// model or invalid locations, which the import reports).
+pub fn external_files(bytes: &[u8], dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    proto::ModelProto::decode(bytes)
+        .ok()
+        .and_then(|m| m.graph)
+        .map(|g| external::locations(&g, dir))
+        .unwrap_or_default()
+}
+
 /// Imports an ONNX model from its protobuf bytes; initializers stored as external data are read
 /// from their files in `dir` (the model's directory; without it they are an error).
 pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> Result<Graph> {
