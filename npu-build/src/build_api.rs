@@ -52,6 +52,8 @@ pub struct Expanded {
     pub model_path: PathBuf,
     /// Whether the artifact came from the cache.
     pub cached: bool,
+    /// Files the model reads besides itself (ONNX external data; absolute when the model is).
+    pub side_files: Vec<PathBuf>,
 }
 
 impl Model {
@@ -161,7 +163,16 @@ impl Model {
                 valid: "a Rust identifier".into(),
             });
         }
-        let key = self.cache_key(&bytes, &target);
+        // An ONNX model's external data is part of what it computes: its bytes join the key.
+        let dir_of_model = model_path.parent().unwrap_or(Path::new("."));
+        let side_files = import::sniff(&bytes, &model_path)
+            .map(|f| import::side_files(&bytes, f, dir_of_model))
+            .unwrap_or_default();
+        let mut keyed = bytes.clone();
+        for f in &side_files {
+            keyed.extend(std::fs::read(f).map_err(|e| Error::io(f, e))?);
+        }
+        let key = self.cache_key(&keyed, &target);
         let dir = cache_root.join(format!("{module}-{key:032x}"));
         let api_path = dir.join("api.json");
         let (mut api, cached) = match std::fs::read(&api_path)
@@ -181,7 +192,7 @@ impl Model {
                             "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf"
                                 .into(),
                     })?;
-                let graph = import::from_bytes(&bytes, format, &module)?;
+                let graph = import::from_bytes_in(&bytes, format, &module, dir_of_model)?;
                 let options = crate::ethos_u::CompileOptions {
                     cpu_fallback: self.cpu_fallback.unwrap_or(true),
                     force_cpu: self.force_cpu.clone(),
@@ -214,6 +225,7 @@ impl Model {
                 command_stream: &dir.join("cmd_stream.bin"),
                 weights: &dir.join("weights.bin"),
                 model: Some(&model_path),
+                side_files: &side_files,
             },
             self.weights_section.as_deref(),
         );
@@ -222,6 +234,7 @@ impl Model {
             tokens,
             model_path,
             cached,
+            side_files,
         })
     }
 
@@ -263,6 +276,9 @@ impl Model {
         );
         std::fs::write(&file, code).map_err(|e| Error::io(&file, e))?;
         println!("cargo:rerun-if-changed={}", expanded.model_path.display());
+        for f in &expanded.side_files {
+            println!("cargo:rerun-if-changed={}", f.display());
+        }
         println!("cargo:rerun-if-changed={}", manifest.display());
         Ok(file)
     }

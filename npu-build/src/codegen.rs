@@ -5,7 +5,7 @@
 //! field per model tensor, a per-tensor module with `SHAPE`, `SCALE`, `ZERO_POINT`, the `Arena`
 //! type, the command stream and weights as 16-byte aligned statics, and `run`/`run_into`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -213,6 +213,8 @@ pub struct ArtifactFiles<'a> {
     pub weights: &'a Path,
     /// The model file, included (and discarded) so rustc rebuilds when it changes.
     pub model: Option<&'a Path>,
+    /// Files the model reads besides itself (ONNX external data), tracked the same way.
+    pub side_files: &'a [PathBuf],
 }
 
 /// The statics and the body of `run_into` for the steps of a mixed NPU/CPU model.
@@ -296,6 +298,14 @@ pub fn generate(
             const _: &[u8] = include_bytes!(#m);
         }
     });
+    let side = files.side_files.iter().map(|f| {
+        let f = f.to_string_lossy().into_owned();
+        quote! {
+            // Makes rustc track the model's external data file too.
+            const _: &[u8] = include_bytes!(#f);
+        }
+    });
+    let track = quote!(#track #(#side)*);
     let section = weights_section.map(|s| quote!(#[unsafe(link_section = #s)]));
 
     let io_items = |list: &[IoApi], is_input: bool| {

@@ -230,6 +230,7 @@ fn attrs(kind: &OpKind) -> String {
             axes, keep_dims, ..
         } => format!("axes {axes:?}, keep_dims {keep_dims}"),
         OpKind::ArgMinMax { axis, .. } => format!("axis {axis}"),
+        OpKind::FloatUnary(f) => format!("{f:?} (f32)"),
     }
 }
 

@@ -192,13 +192,14 @@ fn unsupported_operator_is_named_with_the_supported_list() {
         }
         other => panic!("unexpected error {other}"),
     }
-    // Operators of other domains (onnxruntime's QLinear* contrib ops) are named with the domain.
-    let mut n = NodeProto::new("QLinearConv", "", &["x"], &["y"], vec![]);
+    // Operators of other domains (onnxruntime's contrib ops beyond the QOperator ones) are
+    // named with the domain.
+    let mut n = NodeProto::new("QAttention", "", &["x"], &["y"], vec![]);
     n.domain = "com.microsoft".into();
     let e = error(&model(vec![n], vec![]));
     let msg = e.to_string();
     assert!(
-        msg.contains("node 'y'") && msg.contains("com.microsoft.QLinearConv"),
+        msg.contains("node 'y'") && msg.contains("com.microsoft.QAttention"),
         "{msg}"
     );
 }

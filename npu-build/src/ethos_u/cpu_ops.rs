@@ -7,8 +7,8 @@
 use npu_rt::cpu::MatMulOp;
 use npu_rt::cpu::{
     ArgOp, BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem,
-    FloatClampOp, FloatSoftmaxOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp, PoolParams,
-    ReduceMode, ReduceOp as CpuReduce, RemapOp, ResizeOp,
+    FloatClampOp, FloatSoftmaxOp, FloatUnaryOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp,
+    PoolParams, ReduceMode, ReduceOp as CpuReduce, RemapOp, ResizeOp,
 };
 
 use crate::error::{Error, Result};
@@ -164,6 +164,18 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             }
         }
         OpKind::Activation(act) => activation(g, op, *act, at),
+        OpKind::FloatUnary(f) => {
+            let k = reference::float::FloatUnary::new(g, op, *f)?;
+            let (x, y) = one_in_one_out(op, g)?;
+            Ok(CpuOp::FloatUnary(FloatUnaryOp {
+                x: at.tensor(x)?,
+                y: at.tensor(y)?,
+                len: count(op, g, y)?,
+                func: k.func,
+                alpha: k.alpha,
+                beta: k.beta,
+            }))
+        }
         OpKind::Dequantize => {
             let (x, y) = one_in_one_out(op, g)?;
             let from = elem(op, g, x)?;

@@ -46,7 +46,32 @@ pub fn load(path: &Path) -> Result<Graph> {
         path: path.to_path_buf(),
         detail: "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf".into(),
     })?;
-    from_bytes(&bytes, format, &name)
+    // External data files are found next to the model.
+    match path.parent() {
+        Some(dir) => from_bytes_in(&bytes, format, &name, dir),
+        None => from_bytes(&bytes, format, &name),
+    }
+}
+
+/// Imports a model from memory, validated; an ONNX model's external data files are read from
+/// `dir` (the directory the model came from).
+pub fn from_bytes_in(bytes: &[u8], format: Format, name: &str, dir: &Path) -> Result<Graph> {
+    let graph = match format {
+        Format::Onnx => onnx::import_from(bytes, name, Some(dir))?,
+        Format::Tflite => tflite::import(bytes, name)?,
+    };
+    graph.validate()?;
+    Ok(graph)
+}
+
+/// The side files a model reads besides itself (an ONNX model's external data files, resolved
+/// against `dir`), for build tracking and cache keys. Unreadable models list none (their import
+/// reports the error).
+pub fn side_files(bytes: &[u8], format: Format, dir: &Path) -> Vec<std::path::PathBuf> {
+    match format {
+        Format::Onnx => onnx::external_files(bytes, dir),
+        Format::Tflite => Vec::new(),
+    }
 }
 
 /// Imports a model from memory, validated.

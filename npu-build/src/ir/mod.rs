@@ -362,6 +362,10 @@ pub enum OpKind {
     /// the axis is removed from the shape. The output tensor's type (I32 or I64) is the index
     /// type. inputs: `[x]`.
     ArgMinMax { axis: usize, max: bool },
+    /// An elementwise function of f32 values (an operator of an ONNX float island: what a
+    /// quantizer left in float between `DequantizeLinear` and `QuantizeLinear`). inputs: `[x]`,
+    /// f32 in and out, same shape.
+    FloatUnary(FloatFn),
 }
 
 /// How [`OpKind::MirrorPad`] fills the border.
@@ -401,6 +405,43 @@ impl ReduceOp {
             ReduceOp::Sum => "SUM",
             ReduceOp::Max => "REDUCE_MAX",
             ReduceOp::Min => "REDUCE_MIN",
+        }
+    }
+}
+
+/// The function of [`OpKind::FloatUnary`], with the operator's attributes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FloatFn {
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `tanh x`.
+    Tanh,
+    /// `x < 0 ? alpha * x : x`.
+    LeakyRelu { alpha: f32 },
+    /// `max(0, min(1, alpha * x + beta))`.
+    HardSigmoid { alpha: f32, beta: f32 },
+    /// `x < 0 ? alpha * (e^x - 1) : x`.
+    Elu { alpha: f32 },
+    /// `e^x`.
+    Exp,
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+}
+
+impl FloatFn {
+    /// ONNX operator name of the function.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloatFn::Sigmoid => "Sigmoid",
+            FloatFn::Tanh => "Tanh",
+            FloatFn::LeakyRelu { .. } => "LeakyRelu",
+            FloatFn::HardSigmoid { .. } => "HardSigmoid",
+            FloatFn::Elu { .. } => "Elu",
+            FloatFn::Exp => "Exp",
+            FloatFn::Neg => "Neg",
+            FloatFn::Abs => "Abs",
         }
     }
 }
@@ -451,6 +492,7 @@ impl OpKind {
             },
             OpKind::ArgMinMax { max: true, .. } => "ArgMax",
             OpKind::ArgMinMax { max: false, .. } => "ArgMin",
+            OpKind::FloatUnary(_) => "FloatUnary",
         }
     }
 }

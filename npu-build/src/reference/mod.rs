@@ -16,6 +16,7 @@
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod convert;
+pub(crate) mod float;
 pub(crate) mod movement;
 pub(crate) mod pairwise;
 pub(crate) mod pool;
@@ -319,6 +320,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
             keep_dims,
         } => reduce::Reduce::prepare(g, op, *kind, axes, *keep_dims),
         OpKind::ArgMinMax { axis, max } => reduce::ArgMinMax::prepare(g, op, *axis, *max),
+        OpKind::FloatUnary(f) => float::FloatUnary::prepare(g, op, *f),
     }
 }
 

@@ -204,6 +204,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::Pairwise(p) => p.execute(weights, arena),
         Op::Reduce(p) => super::reduce::reduce(&p, weights, arena),
         Op::Arg(p) => super::reduce::arg(&p, weights, arena),
+        Op::FloatUnary(p) => super::float::unary(&p, weights, arena),
     }
 }
 

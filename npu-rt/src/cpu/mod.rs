@@ -44,6 +44,7 @@ mod words;
 pub use elem::Elem;
 pub use math::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 pub use params::BatchSpaceOp;
+pub use params::FloatUnaryOp;
 pub use params::{
     ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp,
     ReduceMode, ReduceOp, RemapOp, ResizeOp,
@@ -213,6 +214,8 @@ pub enum Op {
     Reduce(ReduceOp),
     /// ARG_MAX or ARG_MIN along one axis (see [`ArgOp`]).
     Arg(ArgOp),
+    /// An f32 elementwise function (see [`FloatUnaryOp`]): operators of float islands.
+    FloatUnary(FloatUnaryOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -366,6 +369,8 @@ const OP_UNARY: u32 = 40;
 const OP_PAIRWISE: u32 = 41;
 const OP_REDUCE: u32 = 48;
 const OP_ARG: u32 = 49;
+// Codes 80..=87: float-island operators of ONNX models (f32 elementwise functions).
+const OP_FLOAT_UNARY: u32 = 80;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -435,6 +440,7 @@ impl Op {
                     "ArgMin"
                 }
             }
+            Op::FloatUnary(_) => "FloatUnary",
         }
     }
 
@@ -600,6 +606,7 @@ impl Op {
             Op::Pairwise(p) => p.put(w.put(OP_PAIRWISE)),
             Op::Reduce(p) => p.put(w.put(OP_REDUCE)),
             Op::Arg(p) => p.put(w.put(OP_ARG)),
+            Op::FloatUnary(p) => p.put(w.put(OP_FLOAT_UNARY)),
         }
         w.finish()
     }
@@ -746,6 +753,7 @@ impl Op {
             OP_PAIRWISE => Op::Pairwise(PairwiseOp::get(&mut r)?),
             OP_REDUCE => Op::Reduce(ReduceOp::get(&mut r)?),
             OP_ARG => Op::Arg(ArgOp::get(&mut r)?),
+            OP_FLOAT_UNARY => Op::FloatUnary(FloatUnaryOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -472,3 +472,16 @@ record! {
         pub wide: bool,
     }
 }
+
+record! {
+    /// An f32 elementwise function over `len` values: `func` is one of the `FN_*` codes of
+    /// [`float`](super::float) with its parameters `alpha` and `beta` (unused ones are 0).
+    pub struct FloatUnaryOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub len: u32,
+        pub func: u32,
+        pub alpha: f32,
+        pub beta: f32,
+    }
+}

@@ -402,6 +402,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             op,
             "the NPU lowering has no ARG_MAX/ARG_MIN; they run on the CPU",
         )),
+        OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
     }
 }
 

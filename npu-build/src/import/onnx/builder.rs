@@ -404,6 +404,21 @@ impl Builder {
         dtype: DType,
         out_name: &str,
     ) -> Result<TensorId> {
+        if matches!(p.kind, OpKind::Softmax { .. })
+            && p.inner.is_none()
+            && super::island::softmax_in_float(q, dtype)
+        {
+            // A float island: dequantize, f32 softmax, quantize.
+            let tmp = self.finalize_float(p, &format!("{out_name}_float"))?;
+            let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
+            self.push_op(
+                &format!("{}_quantize", p.node),
+                OpKind::Quantize,
+                vec![tmp],
+                vec![out],
+            );
+            return Ok(out);
+        }
         let mut inputs = p.inputs.clone();
         if let Some(inner) = &p.inner {
             // Clamps commute with a monotonic quantization: the inner op may use the same one.

@@ -220,7 +220,7 @@ pub(crate) fn decode(t: &proto::TensorProto, what: &str) -> Result<Const> {
     };
     if t.data_location == Some(proto::DATA_LOCATION_EXTERNAL) || !t.external_data.is_empty() {
         return Err(bad(
-            "its data is stored in an external file, which is not supported".into(),
+            "its data is stored in an external file (read for initializers only)".into(),
         ));
     }
     if t.segment.is_some() {

@@ -1,4 +1,4 @@
-//! ONNX (opset 13+) importer: QDQ folding, NCHW -> NHWC, constant shape subgraphs folded.
+//! ONNX (opsets 10 to 21) importer: QDQ folding, NCHW -> NHWC, constant shape subgraphs folded.
 //!
 //! The pipeline: [`proto`] decodes the protobuf (untrusted bytes: prost reports malformed input
 //! as errors), `model` checks and sorts the graph, then every node is mapped in order by `ops`
@@ -12,13 +12,17 @@
 
 mod builder;
 mod constant;
+mod external;
 mod fold;
+mod island;
 mod layout;
 mod model;
 mod ops;
+mod opset;
 mod passes;
 pub mod proto;
 mod qdq;
+mod qop;
 #[cfg(test)]
 mod tests;
 
@@ -40,8 +44,27 @@ use crate::ir::{DType, Graph, OpKind};
 /// assert!(err.to_string().contains("no graph"), "{err}");
 /// ```
 pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
-    let m = proto::ModelProto::decode(bytes)
+    import_from(bytes, name, None)
+}
+
+/// The external data files an ONNX model names (resolved against `dir`; none for an unreadable
+/// model or invalid locations, which the import reports).
+pub fn external_files(bytes: &[u8], dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    proto::ModelProto::decode(bytes)
+        .ok()
+        .and_then(|m| m.graph)
+        .map(|g| external::locations(&g, dir))
+        .unwrap_or_default()
+}
+
+/// Imports an ONNX model from its protobuf bytes; initializers stored as external data are read
+/// from their files in `dir` (the model's directory; without it they are an error).
+pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> Result<Graph> {
+    let mut m = proto::ModelProto::decode(bytes)
         .map_err(|e| malformed(format!("not a readable ONNX protobuf: {e}")))?;
+    if let Some(g) = m.graph.as_mut() {
+        external::resolve(g, dir)?;
+    }
     let model = Model::from_proto(m)?;
     let mut b = Builder::new(name, model.opset);
     for decl in &model.inputs {

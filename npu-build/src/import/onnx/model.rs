@@ -8,7 +8,7 @@ use super::proto::{self, attribute_type as at};
 use crate::error::{Error, Result};
 
 /// Oldest default-domain opset we read.
-pub(crate) const MIN_OPSET: i64 = 13;
+pub(crate) const MIN_OPSET: i64 = 10;
 
 /// A graph input or output as declared.
 #[derive(Clone, Debug)]

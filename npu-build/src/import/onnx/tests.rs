@@ -729,14 +729,14 @@ fn uint8_quantization() {
 #[test]
 fn old_opsets_are_refused() {
     let m = M {
-        opset: 12,
+        opset: 9,
         ..M::new()
             .input("x", dt::INT8, &[1])
             .output("x", dt::INT8, &[1])
     };
     let e = m.import().unwrap_err();
     assert!(
-        matches!(e, Error::Malformed { .. }) && e.to_string().contains("opset 12"),
+        matches!(e, Error::Malformed { .. }) && e.to_string().contains("opset 9"),
         "{e}"
     );
 }
@@ -1024,4 +1024,240 @@ fn reduce_sum_axes_input_and_reduce_max_axes_attribute() {
     // Same scale in and out: column sums 8, -3, 2; row maxima 5, 7.
     assert_eq!(out[0].data, Data::I8(vec![8, -3, 2]));
     assert_eq!(out[1].data, Data::I8(vec![5, 7]));
+}
+
+// onnx: formats and opsets as exported and quantized in the wild
+
+/// int8 `x` of `dims` -> DequantizeLinear -> `op` -> QuantizeLinear (`out` parameters) -> int8.
+fn unary_qdq(op: &str, attrs: Vec<A>, dims: &[i64], out_scale: f32, out_zp: i8) -> M {
+    M::new()
+        .input("x", dt::INT8, dims)
+        .output("y", dt::INT8, dims)
+        .qparams("qi", 0.05, -3)
+        .qparams("qo", out_scale, out_zp)
+        .dq("x", "qi", "xd")
+        .node(op, &["xd"], &["p"], attrs)
+        .q("p", "qo", "y")
+}
+
+#[test]
+fn sigmoid_without_integer_form_is_a_float_island() {
+    let g = unary_qdq("Sigmoid", vec![], &[1, 8], 1.0 / 256.0, -128).ok();
+    assert_eq!(kinds(&g), ["Dequantize", "FloatUnary", "Quantize"]);
+    let x: Vec<i8> = vec![-128, -60, -17, -3, 0, 9, 40, 127];
+    let out = crate::reference::run(&g, &[Value::new(vec![1, 8], Data::I8(x.clone())).unwrap()])
+        .expect("run");
+    // ONNX: sigmoid of the dequantized values, quantized (round half to even) and saturated.
+    let want: Vec<i8> = x
+        .iter()
+        .map(|&q| {
+            let r = 0.05 * (f64::from(q) + 3.0);
+            let s = 1.0 / (1.0 + (-r).exp());
+            ((s * 256.0).round_ties_even() - 128.0).clamp(-128.0, 127.0) as i8
+        })
+        .collect();
+    assert_eq!(out[0].data, Data::I8(want));
+}
+
+#[test]
+fn leaky_relu_alpha_reaches_the_float_function() {
+    let g = unary_qdq(
+        "LeakyRelu",
+        vec![A::float("alpha", 0.25)],
+        &[1, 4],
+        0.05,
+        -3,
+    )
+    .ok();
+    assert_eq!(
+        g.ops[1].kind,
+        OpKind::FloatUnary(crate::ir::FloatFn::LeakyRelu { alpha: 0.25 })
+    );
+    let out = crate::reference::run(
+        &g,
+        &[Value::new(vec![1, 4], Data::I8(vec![-83, -7, 5, 100])).unwrap()],
+    )
+    .expect("run");
+    // Same scale in and out: (q + 3) * 0.25 - 3 for negatives (values chosen off ties), q else.
+    assert_eq!(out[0].data, Data::I8(vec![-23, -4, 5, 100]));
+}
+
+#[test]
+fn softmax_quantized_like_onnxruntime_runs_in_float() {
+    let m = unary_qdq(
+        "Softmax",
+        vec![A::int("axis", -1)],
+        &[1, 10],
+        1.0 / 255.0,
+        -128,
+    );
+    assert_eq!(kinds(&m.ok()), ["Dequantize", "Softmax", "Quantize"]);
+    let m = unary_qdq(
+        "Softmax",
+        vec![A::int("axis", -1)],
+        &[1, 10],
+        1.0 / 256.0,
+        -128,
+    );
+    assert_eq!(kinds(&m.ok()), ["Softmax"]);
+}
+
+#[test]
+fn opset_11_forms_are_upgraded() {
+    // Softmax before opset 13: default axis 1, over the flattened trailing dimensions.
+    let m = M {
+        opset: 11,
+        ..unary_qdq("Softmax", vec![], &[1, 10], 1.0 / 256.0, -128)
+    };
+    assert_eq!(kinds(&m.ok()), ["Softmax"]);
+    // Unsqueeze with its axes attribute.
+    let m = M {
+        opset: 11,
+        ..M::new()
+            .input("x", dt::INT8, &[1, 4])
+            .output("y", dt::INT8, &[1, 1, 4])
+            .qparams("q", 0.5, 0)
+            .dq("x", "q", "xd")
+            .node("Unsqueeze", &["xd"], &["u"], vec![A::ints("axes", &[1])])
+            .q("u", "q", "y")
+    };
+    let g = m.ok();
+    assert_eq!(g.tensors[g.outputs[0]].shape, [1, 1, 4]);
+    // Clip with min/max attributes (opset 10) becomes a clamp.
+    let m = M {
+        opset: 10,
+        ..unary_qdq(
+            "Clip",
+            vec![A::float("min", 0.0), A::float("max", 1.0)],
+            &[1, 4],
+            0.05,
+            -3,
+        )
+    };
+    let g = m.ok();
+    let out = crate::reference::run(
+        &g,
+        &[Value::new(vec![1, 4], Data::I8(vec![-50, 0, 10, 100])).unwrap()],
+    )
+    .expect("run");
+    // Reals 0.05 * (q + 3) clamped to [0, 1]: q in [-3, 17].
+    assert_eq!(out[0].data, Data::I8(vec![-3, 0, 10, 17]));
+}
+
+#[test]
+fn softmax_over_several_flattened_axes_is_refused_before_opset_13() {
+    let m = M {
+        opset: 12,
+        ..unary_qdq(
+            "Softmax",
+            vec![A::int("axis", 1)],
+            &[1, 3, 4],
+            1.0 / 256.0,
+            -128,
+        )
+    };
+    let e = m.import().unwrap_err().to_string();
+    assert!(e.contains("spans several axes"), "{e}");
+}
+
+#[test]
+fn dynamic_quantization_is_refused_with_the_reason() {
+    let m = M::new()
+        .input("x", dt::FLOAT, &[1, 4])
+        .output("y", dt::UINT8, &[1, 4])
+        .node("DynamicQuantizeLinear", &["x"], &["y", "ys", "yz"], vec![]);
+    let e = m.import().unwrap_err().to_string();
+    assert!(
+        e.contains("DynamicQuantizeLinear") && e.contains("run time"),
+        "{e}"
+    );
+}
+
+#[test]
+fn qlinear_add_of_uint8_in_the_microsoft_domain() {
+    let mut m = M::new()
+        .input("a", dt::UINT8, &[1, 4])
+        .input("b", dt::UINT8, &[1, 4])
+        .output("y", dt::UINT8, &[1, 4])
+        .init(T::from_f32("as", &[], &[0.5]))
+        .init(T::from_u8("az", &[], &[10]))
+        .init(T::from_f32("bs", &[], &[0.25]))
+        .init(T::from_u8("bz", &[], &[20]))
+        .init(T::from_f32("ys", &[], &[1.0]))
+        .init(T::from_u8("yz", &[], &[5]))
+        .node(
+            "QLinearAdd",
+            &["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+            &["y"],
+            vec![],
+        );
+    m.nodes[0].domain = "com.microsoft".into();
+    let g = m.ok();
+    assert_eq!(kinds(&g), ["Add"]);
+    let a: Vec<u8> = vec![0, 13, 30, 255];
+    let b: Vec<u8> = vec![21, 25, 17, 29];
+    let out = crate::reference::run(
+        &g,
+        &[
+            Value::new(vec![1, 4], Data::U8(a.clone())).unwrap(),
+            Value::new(vec![1, 4], Data::U8(b.clone())).unwrap(),
+        ],
+    )
+    .expect("run");
+    // Reals 0.5 (a - 10) + 0.25 (b - 20): fractions .25 / .75, off the rounding ties.
+    let want: Vec<u8> = a
+        .iter()
+        .zip(&b)
+        .map(|(&a, &b)| {
+            let r = 0.5 * (f64::from(a) - 10.0) + 0.25 * (f64::from(b) - 20.0);
+            (r.round() + 5.0).clamp(0.0, 255.0) as u8
+        })
+        .collect();
+    assert_eq!(out[0].data, Data::U8(want));
+}
+
+#[test]
+fn matmul_then_float_bias_add_becomes_one_fully_connected() {
+    // tf2onnx's dense layer: QDQ MatMul, an Add of a dequantized int32 bias, QuantizeLinear.
+    let m = weights(
+        M::new()
+            .input("x", dt::INT8, &[1, 3])
+            .output("y", dt::INT8, &[1, 2])
+            .qparams("qi", 0.5, 1)
+            .qparams("qo", 0.25, -2),
+        "w",
+        &[3, 2],
+        &[1, -2, 3, 4, -5, 6],
+        &[0.5],
+    )
+    .init(T::raw(
+        "b",
+        dt::INT32,
+        &[2],
+        [3i32, -7].iter().flat_map(|v| v.to_le_bytes()).collect(),
+    ))
+    .init(T::from_f32("b_s", &[], &[0.25]))
+    .node("DequantizeLinear", &["b", "b_s"], &["b_dq"], vec![])
+    .dq("x", "qi", "xd")
+    .node("MatMul", &["xd", "w_dq"], &["mm"], vec![])
+    .node("Add", &["mm", "b_dq"], &["sum"], vec![])
+    .q("sum", "qo", "y");
+    let g = m.ok();
+    assert_eq!(kinds(&g), ["FullyConnected"]);
+    assert_eq!(g.ops[0].inputs.len(), 3, "the bias is the FullyConnected's");
+    let x: Vec<i8> = vec![5, -3, 8];
+    let out = crate::reference::run(&g, &[Value::new(vec![1, 3], Data::I8(x.clone())).unwrap()])
+        .expect("run");
+    // Reals: sum_k 0.5 (x_k - 1) * 0.5 w[k][o] + 0.25 b[o], quantized at 0.25 with zero point -2.
+    let w = [[1.0, -2.0], [3.0, 4.0], [-5.0, 6.0]];
+    let want: Vec<i8> = (0..2)
+        .map(|o| {
+            let mut r = 0.25 * [3.0, -7.0][o];
+            for k in 0..3 {
+                r += 0.5 * (f64::from(x[k]) - 1.0) * 0.5 * w[k][o];
+            }
+            ((r / 0.25).round() - 2.0).clamp(-128.0, 127.0) as i8
+        })
+        .collect();
+    assert_eq!(out[0].data, Data::I8(want));
 }

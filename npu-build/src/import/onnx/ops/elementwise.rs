@@ -45,6 +45,9 @@ impl Builder {
         if let Some(p) = self.squared_difference(n)? {
             return self.bind_output(n, Val::Pending(Rc::new(p)));
         }
+        if n.op_type == "Add" && self.bias_add(n)? {
+            return Ok(());
+        }
         let a = self.input(n, 0)?;
         let b = self.input(n, 1)?;
         let (ia, ib, perm) = match (&a, &b) {
@@ -187,6 +190,56 @@ impl Builder {
 
     /// A constant operand laid out like activation `x` (input `i` of `n`). When the constant has
     /// a higher rank than `x`, `x` is brought to ONNX layout instead.
+    /// The exporter idiom "MatMul, then a float bias Add, then QuantizeLinear" (tf2onnx's dense
+    /// layers, torch's Linear without Gemm): a constant vector added to a fully-connected result
+    /// not quantized yet becomes that operator's int32 bias (scale input * weight scale), as
+    /// TFLite's FullyConnected computes it. Returns false when the pattern does not apply.
+    fn bias_add(&mut self, n: &Node) -> Result<bool> {
+        let a = self.input(n, 0)?;
+        let b = self.input(n, 1)?;
+        let is_const = |v: &Val| matches!(v, Val::Const(_) | Val::DeqConst(_));
+        let (p, ci) = match (&a, &b) {
+            (Val::Pending(p), c) if is_const(c) => (Rc::clone(p), 1),
+            (c, Val::Pending(p)) if is_const(c) => (Rc::clone(p), 0),
+            _ => return Ok(false),
+        };
+        if !matches!(p.kind, OpKind::FullyConnected { .. })
+            || p.inputs.len() != 2
+            || p.inner.is_some()
+            || p.keep_quant_of.is_some()
+        {
+            return Ok(false);
+        }
+        let w = self.tensor(p.inputs[1]).clone();
+        let channels = w.shape.first().copied().unwrap_or(0);
+        // The constant must run along the output channels: the last axis, as ONNX sees it.
+        let c_shape = self.shape_of(if ci == 0 { &a } else { &b });
+        let rank = p.perm.len();
+        let along_channels = c_shape.last() == Some(&channels)
+            && c_shape.iter().rev().skip(1).all(|&d| d == 1)
+            && c_shape.len() <= rank
+            && p.perm.last() == Some(&(rank - 1));
+        let (Some(x_q), Some(w_q)) = (self.quant_of(p.inputs[0]), w.quant.clone()) else {
+            return Ok(false);
+        };
+        if !along_channels || x_q.scale.len() != 1 {
+            return Ok(false);
+        }
+        let wq = qdq::QParams {
+            scale: w_q.scale.clone(),
+            zero_point: w_q.zero_point.clone(),
+            dtype: w.dtype,
+            axis: (w_q.scale.len() > 1).then_some(0),
+        };
+        let Some(bias) = self.bias_tensor(n, ci, x_q.scale(), &wq, channels)? else {
+            return Ok(false);
+        };
+        let mut fused = (*p).clone();
+        fused.inputs.push(bias);
+        self.bind_output(n, Val::Pending(Rc::new(fused)))?;
+        Ok(true)
+    }
+
     fn with_constant(&mut self, n: &Node, i: usize, x: &Act, c: &QConst) -> Result<(Act, usize)> {
         if c.q.channels() > 1 {
             return Err(n.err(format!(
@@ -195,10 +248,15 @@ impl Builder {
             )));
         }
         let key = n.req_input(i)?.to_string();
+        // The constant takes the activation's 8-bit type (same reals).
+        let dtype = match self.tensor(x.id).dtype {
+            DType::U8 => DType::U8,
+            _ => DType::I8,
+        };
         let r = x.perm.len();
         if c.c.dims.len() > r {
             let x = self.relayout(x, &layout::identity(r))?;
-            let id = self.const_tensor(n, &key, c, &layout::identity(c.c.dims.len()))?;
+            let id = self.const_tensor_in(n, &key, c, &layout::identity(c.c.dims.len()), dtype)?;
             let perm = layout::identity(c.c.dims.len());
             return Ok((Act { id: x.id, perm }, id));
         }
@@ -210,7 +268,7 @@ impl Builder {
             dims,
             elems: c.c.elems.clone(),
         });
-        let id = self.const_tensor(n, &key, &padded, &const_layout(&x.perm))?;
+        let id = self.const_tensor_in(n, &key, &padded, &const_layout(&x.perm), dtype)?;
         Ok((x.clone(), id))
     }
 

@@ -76,7 +76,13 @@ const SUPPORTED: &[&str] = &[
 
 /// The supported operator list for error messages.
 pub(crate) fn supported_list() -> String {
-    let mut all: Vec<&str> = SUPPORTED.iter().chain(fold::FOLDABLE).copied().collect();
+    let mut all: Vec<&str> = SUPPORTED
+        .iter()
+        .chain(fold::FOLDABLE)
+        .chain(super::qop::QOPERATOR)
+        .chain(super::island::FLOAT_ISLAND)
+        .copied()
+        .collect();
     all.sort_unstable();
     all.dedup();
     let mut s = all.join(", ");
@@ -89,13 +95,27 @@ pub(crate) fn supported_list() -> String {
 impl Builder {
     /// Maps one node (in topological order).
     pub(crate) fn node(&mut self, n: &Node) -> Result<()> {
-        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+        let microsoft = n.domain == "com.microsoft";
+        if !(n.domain.is_empty() || n.domain == "ai.onnx" || microsoft) {
             return Err(self.unsupported(n));
         }
         if n.op_type == "Cast" && self.cast_index(n)? {
             return Ok(());
         }
+        if let Some(up) = self.upgrade_legacy(n)? {
+            return self.node(&up);
+        }
         if fold::FOLDABLE.contains(&n.op_type.as_str()) && self.try_fold(n)? {
+            return Ok(());
+        }
+        // QOperator nodes become QDQ nodes; integer tensors read directly get their view.
+        if self.qoperator(n)? {
+            return Ok(());
+        }
+        if microsoft {
+            return Err(self.unsupported(n));
+        }
+        if self.int_passthrough(n)? {
             return Ok(());
         }
         match n.op_type.as_str() {
@@ -134,6 +154,8 @@ impl Builder {
             "PRelu" => self.binary(n),
             "ReduceSum" | "ReduceMax" | "ReduceMin" => self.reduce(n),
             "ArgMax" | "ArgMin" => self.arg_min_max(n),
+            // The fallback after every known mapping: a float island.
+            _ if self.float_island(n)? => Ok(()),
             _ => Err(self.unsupported(n)),
         }
     }

@@ -1,11 +1,10 @@
-//! `Softmax` (opset 13+: over one axis), which the IR computes over the last axis.
+//! `Softmax` (opset 13+: over one axis; older opsets where that is the same), which the IR computes over the last axis.
 
 use std::rc::Rc;
 
 use super::super::builder::{Builder, Val};
 use super::super::layout;
 use super::super::model::Node;
-use super::super::qdq::normalize_axis;
 use crate::error::Result;
 use crate::ir::OpKind;
 
@@ -18,9 +17,11 @@ impl Builder {
             other => return Err(self.not_quantized(n, 0, &other)),
         };
         let rank = x.perm.len();
-        let axis = n.attr_i_or("axis", -1)?;
-        let axis = normalize_axis(axis, rank)
-            .ok_or_else(|| n.err(format!("axis {axis} is out of range for rank {rank}")))?;
+        // Before opset 13 the default axis is 1 and the input is flattened to 2-D at it.
+        let legacy = self.opset < 13;
+        let axis = n.attr_i_or("axis", if legacy { 1 } else { -1 })?;
+        let onnx_shape = self.act_shape(&x);
+        let axis = super::super::qop::softmax_axis(n, &onnx_shape, axis, legacy)?;
         let x = if x.perm.get(axis) == Some(&(rank - 1)) {
             x
         } else if axis + 1 == rank {

@@ -44,11 +44,34 @@ impl Builder {
         qc: &QConst,
         t: &[usize],
     ) -> Result<TensorId> {
-        let cache_key = (key.to_string(), t.to_vec());
+        self.const_tensor_in(n, key, qc, t, DType::I8)
+    }
+
+    /// [`Builder::const_tensor`] with 8-bit values in `dtype` (I8 or U8: an operand of an
+    /// elementwise operator shares its activation's type, as onnxruntime's U8S8 models quantize
+    /// an Add's constant to int8 beside a uint8 activation).
+    pub(crate) fn const_tensor_in(
+        &mut self,
+        n: &Node,
+        key: &str,
+        qc: &QConst,
+        t: &[usize],
+        dtype: DType,
+    ) -> Result<TensorId> {
+        let key = if dtype == DType::U8 {
+            format!("{key}/u8")
+        } else {
+            key.to_string()
+        };
+        let cache_key = (key, t.to_vec());
         if let Some(&id) = self.const_cache.get(&cache_key) {
             return Ok(id);
         }
-        let (c, q) = to_int8(qc);
+        let (c, q) = if dtype == DType::U8 {
+            to_uint8(qc)
+        } else {
+            to_int8(qc)
+        };
         self.charge(n, c.len().saturating_mul(4))?;
         let moved = c.transpose(t).ok_or_else(|| {
             n.err(format!(
@@ -230,6 +253,23 @@ fn to_int8(qc: &QConst) -> (Rc<Const>, QParams) {
             let mut q = qc.q.clone();
             q.zero_point.iter_mut().for_each(|z| *z -= 128);
             q.dtype = DType::I8;
+            (c, q)
+        }
+        _ => (Rc::clone(&qc.c), qc.q.clone()),
+    }
+}
+
+/// `qc` with INT8 values as UINT8 (plus 128, zero point moved by 128: the same reals).
+fn to_uint8(qc: &QConst) -> (Rc<Const>, QParams) {
+    match &qc.c.elems {
+        Elems::I8(v) => {
+            let c = Rc::new(Const {
+                dims: qc.c.dims.clone(),
+                elems: Elems::U8(v.iter().map(|&x| (x as u8) ^ 0x80).collect()),
+            });
+            let mut q = qc.q.clone();
+            q.zero_point.iter_mut().for_each(|z| *z += 128);
+            q.dtype = DType::U8;
             (c, q)
         }
         _ => (Rc::clone(&qc.c), qc.q.clone()),

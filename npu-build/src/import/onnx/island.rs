@@ -1,0 +1,103 @@
+//! Float islands: operators a quantizer left in float (between a `DequantizeLinear` and a
+//! `QuantizeLinear`, as onnxruntime leaves Sigmoid, Tanh, ... when told to, or when it has no
+//! quantized form for them), and operators whose output quantization the NPU cannot produce.
+//! They run on the CPU in f32 exactly as the model states: dequantize, f32 function, quantize,
+//! as onnxruntime computes them.
+//!
+//! This is the importer's fallback: it runs after every recognition of a known operator or
+//! function (an integer form is always preferred), from one entry point per case:
+//! [`Builder::float_island`] for operators without an integer mapping and
+//! [`softmax_in_float`] for a Softmax whose output quantization is not TFLite's.
+
+use super::builder::{Act, Builder, Val};
+use super::model::Node;
+use crate::error::Result;
+use crate::ir::{DType, FloatFn, OpKind, Quantization};
+
+/// Operators the importer computes in float when nothing maps them to integers.
+pub(crate) const FLOAT_ISLAND: &[&str] = &[
+    "Abs",
+    "Elu",
+    "Exp",
+    "HardSigmoid",
+    "LeakyRelu",
+    "Neg",
+    "Sigmoid",
+    "Tanh",
+];
+
+/// The f32 function of ONNX operator node `n`, if it is one.
+fn float_fn(n: &Node) -> Result<Option<FloatFn>> {
+    let alpha = |default: f32| -> Result<f32> { Ok(n.attr_f("alpha")?.unwrap_or(default)) };
+    Ok(Some(match n.op_type.as_str() {
+        "Sigmoid" => FloatFn::Sigmoid,
+        "Tanh" => FloatFn::Tanh,
+        "LeakyRelu" => FloatFn::LeakyRelu {
+            alpha: alpha(0.01)?,
+        },
+        "HardSigmoid" => FloatFn::HardSigmoid {
+            alpha: alpha(0.2)?,
+            beta: n.attr_f("beta")?.unwrap_or(0.5),
+        },
+        "Elu" => FloatFn::Elu { alpha: alpha(1.0)? },
+        "Exp" => FloatFn::Exp,
+        "Neg" => FloatFn::Neg,
+        "Abs" => FloatFn::Abs,
+        _ => return Ok(None),
+    }))
+}
+
+impl Builder {
+    /// Maps node `n` onto an f32 operator if it is a float-island function of a dequantized or
+    /// float value (returns false for other operators). Its result is a float value: a
+    /// following `QuantizeLinear` quantizes it.
+    pub(crate) fn float_island(&mut self, n: &Node) -> Result<bool> {
+        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+            return Ok(false);
+        }
+        let Some(func) = float_fn(n)? else {
+            return Ok(false);
+        };
+        n.max_inputs(1)?;
+        let x = match self.input(n, 0)? {
+            Val::Deq(a) => Act {
+                id: self.dequantized(a.id, &n.name)?,
+                perm: a.perm,
+            },
+            Val::Float(a) => a,
+            Val::Pending(p) => Act {
+                id: self.finalize_float(&p, &format!("{}_float", p.node))?,
+                perm: p.perm.clone(),
+            },
+            other => {
+                return Err(n.err(format!(
+                    "input 0 is {}: a float function needs a dequantized or float tensor",
+                    other.kind_name()
+                )));
+            }
+        };
+        let shape = self.tensor(x.id).shape.clone();
+        let out = self.add_tensor(n.output()?, shape, DType::F32, None, None);
+        self.push_op(&n.name, OpKind::FloatUnary(func), vec![x.id], vec![out]);
+        self.bind_output(
+            n,
+            Val::Float(Act {
+                id: out,
+                perm: x.perm,
+            }),
+        )?;
+        Ok(true)
+    }
+}
+
+/// Whether a Softmax quantized to `q` in `dtype` must run in float: TFLite's integer Softmax
+/// (the NPU's and the int8 CPU kernel's) produces only scale 1/256 with the type's lowest value
+/// as zero point; onnxruntime quantizes softmax outputs to other scales (1/255, zero point -128).
+pub(crate) fn softmax_in_float(q: &Quantization, dtype: DType) -> bool {
+    let lowest = match dtype {
+        DType::I8 => -128,
+        DType::U8 => 0,
+        _ => return true,
+    };
+    !(q.scale.len() == 1 && q.scale() == 1.0 / 256.0 && q.zero_point() == lowest)
+}

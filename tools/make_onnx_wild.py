@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""ONNX models as they are quantized in the wild: float networks quantized by onnxruntime's
+`quantize_static` in both formats (QDQ and QOperator), with uint8 or int8 activations (U8S8,
+S8S8) and per-channel or per-tensor weights. Reference outputs come from onnxruntime on the
+quantized model; the expectation is agreement within one output quantization step (onnxruntime
+requantizes in float, the NPU in fixed point).
+
+  /work/venv/bin/python tools/make_onnx_wild.py fixtures/onnx_wild [name ...]
+
+Per model NAME: OUT/NAME/NAME.onnx, io/input_K.npy (float32), io/output_K.npy (float32,
+onnxruntime), io/io.json (output_step, format, activation type, per_channel).
+
+  /work/venv/bin/python tools/make_onnx_wild.py --tf2onnx fixtures/onnx_wild
+tf2onnx's conversion of an int8 TFLite Keras classifier with trained-like (nonzero) biases:
+OUT/tf2onnx_classifier/{tf2onnx_classifier.tflite, .onnx, io/} with TFLite's reference outputs
+(make_fixtures.py's pipeline): bit-exact expectation. tf2onnx writes its dense layers as a QDQ
+MatMul, a float bias Add and a QuantizeLinear."""
+import json, os, sys
+import numpy as np
+import onnx
+from onnx import helper, TensorProto
+from onnxruntime.quantization import quantize_static, CalibrationDataReader, QuantFormat, QuantType
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_ort_fixtures import Builder  # noqa: E402
+
+
+def shuffle_cnn(b):
+    """PyTorch-style NCHW network: conv, depthwise, residual add, channel shuffle
+    (Reshape-Transpose-Reshape), a sigmoid gate, max pool, global pool, Flatten + Gemm, Softmax."""
+    x = b.conv("input", 3, 16, 3, 2)
+    x = b.conv(x, 16, 16, 3, 1, groups=16, act="relu6")
+    y = b.conv(x, 16, 16, 1, act=None)
+    x = b.op("Add", [x, y])
+    shape1 = b.name("shape")
+    b.inits.append(onnx.numpy_helper.from_array(np.array([1, 2, 8, 8, 8], np.int64), shape1))
+    shape2 = b.name("shape")
+    b.inits.append(onnx.numpy_helper.from_array(np.array([1, 16, 8, 8], np.int64), shape2))
+    x = b.op("Reshape", [x, shape1])
+    x = b.op("Transpose", [x], perm=[0, 2, 1, 3, 4])
+    x = b.op("Reshape", [x, shape2])
+    g = b.conv(x, 16, 16, 1, act=None)
+    g = b.op("Sigmoid", [g])
+    x = b.op("Mul", [x, g])
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.conv(x, 16, 24, 3, 1)
+    x = b.op("GlobalAveragePool", [x])
+    x = b.op("Flatten", [x], axis=1)
+    w = b.const(b.rng.normal(0, 0.2, size=(10, 24)), "fc_w")
+    bb = b.const(b.rng.normal(0, 0.1, size=(10,)), "fc_b")
+    x = b.op("Gemm", [x, w, bb], transB=1)
+    return b.op("Softmax", [x], axis=1), (1, 3, 16, 16), (1, 10)
+
+
+def mlp(b):
+    """MatMul + bias Add layers (how tf2onnx and torch export Linear without Gemm), a tanh."""
+    w1 = b.const(b.rng.normal(0, 0.3, size=(32, 24)), "w")
+    b1 = b.const(b.rng.normal(0, 0.1, size=(24,)), "b")
+    x = b.op("Add", [b.op("MatMul", ["input", w1]), b1])
+    x = b.op("Relu", [x])
+    w2 = b.const(b.rng.normal(0, 0.3, size=(24, 16)), "w")
+    b2 = b.const(b.rng.normal(0, 0.1, size=(16,)), "b")
+    x = b.op("Add", [b.op("MatMul", [x, w2]), b2])
+    x = b.op("Tanh", [x])
+    w3 = b.const(b.rng.normal(0, 0.3, size=(16, 8)), "w")
+    b3 = b.const(b.rng.normal(0, 0.1, size=(8,)), "b")
+    return b.op("Add", [b.op("MatMul", [x, w3]), b3]), (1, 32), (1, 8)
+
+
+BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp}
+FORMATS = {"qdq": QuantFormat.QDQ, "qop": QuantFormat.QOperator}
+ACTS = {"u8s8": QuantType.QUInt8, "s8s8": QuantType.QInt8}
+
+
+def variants():
+    for base in BASES:
+        for fmt in FORMATS:
+            for act in ACTS:
+                for pc in ("pc", "pt"):
+                    yield f"{base}_{fmt}_{act}_{pc}", base, fmt, act, pc == "pc"
+
+
+def build(base):
+    b = Builder(7)
+    out, ishape, oshape = BASES[base](b)
+    g = helper.make_graph(b.nodes, base, [helper.make_tensor_value_info("input", TensorProto.FLOAT, ishape)],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, oshape)], b.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m, ishape
+
+
+class Reader(CalibrationDataReader):
+    def __init__(self, shape):
+        rng = np.random.default_rng(0)
+        self.data = iter([{"input": rng.uniform(-1, 1, size=shape).astype(np.float32)} for _ in range(16)])
+
+    def get_next(self):
+        return next(self.data, None)
+
+
+def output_step(q):
+    """Scale of the DequantizeLinear producing the graph output (None if the output is float)."""
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in q.graph.initializer}
+    last = next((n for n in q.graph.node if q.graph.output[0].name in n.output), None)
+    if last is not None and last.op_type == "DequantizeLinear":
+        return float(inits[last.input[1]])
+    return None
+
+
+def main():
+    out = sys.argv[1]
+    want = set(sys.argv[2:])
+    tmp = os.path.join(out, ".float")
+    os.makedirs(tmp, exist_ok=True)
+    for name, base, fmt, act, pc in variants():
+        if want and name not in want:
+            continue
+        d = os.path.join(out, name)
+        os.makedirs(os.path.join(d, "io"), exist_ok=True)
+        m, ishape = build(base)
+        fp = os.path.join(tmp, base + ".onnx")
+        qp = os.path.join(d, name + ".onnx")
+        onnx.save(m, fp)
+        quantize_static(fp, qp, Reader(ishape), quant_format=FORMATS[fmt], per_channel=pc,
+                        activation_type=ACTS[act], weight_type=QuantType.QInt8)
+        s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(1)
+        for k in range(3):
+            x = rng.uniform(-1, 1, size=ishape).astype(np.float32)
+            np.save(f"{d}/io/input_{k}.npy", x)
+            np.save(f"{d}/io/output_{k}.npy", s.run(None, {"input": x})[0])
+        json.dump({"reference": "onnxruntime " + ort.__version__, "format": fmt, "activations": act,
+                   "per_channel": pc, "output_step": output_step(onnx.load(qp)),
+                   "tolerance": "one quantization step of the output (output_step)"},
+                  open(f"{d}/io/io.json", "w"), indent=1)
+        print("built", name, flush=True)
+    for f in os.listdir(tmp):
+        os.remove(os.path.join(tmp, f))
+    os.rmdir(tmp)
+    external_copy(out, "shuffle_cnn_qdq_s8s8_pc")
+
+
+def external_copy(out, src):
+    """SRC saved with its initializers as external data in one side file (NAME.onnx.data)."""
+    import shutil
+    name = src + "_external"
+    d = os.path.join(out, name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(os.path.join(out, src, "io"), os.path.join(d, "io"))
+    m = onnx.load(os.path.join(out, src, src + ".onnx"))
+    onnx.save(m, os.path.join(d, name + ".onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location=name + ".onnx.data", size_threshold=0)
+    print("built", name, flush=True)
+
+
+def tf2onnx_models(out):
+    import subprocess
+    import make_fixtures as mf
+    from keras import layers
+
+    def classifier():
+        inp = mf.keras.Input(shape=(12, 12, 3), batch_size=1)
+        x = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(inp)
+        x = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+        x = layers.GlobalAveragePooling2D()(x)
+        x = layers.Dense(16, activation="relu")(x)
+        x = layers.Dense(10)(x)
+        m = mf.keras.Model(inp, x)
+        # Trained networks have nonzero biases (Keras initialises them to zero).
+        rng = np.random.default_rng(5)
+        for layer in m.layers:
+            w = layer.get_weights()
+            if len(w) == 2:
+                layer.set_weights([w[0], rng.normal(0, 0.3, size=w[1].shape).astype(np.float32)])
+        return m
+
+    name = "tf2onnx_classifier"
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    mf.keras.utils.set_random_seed(1234)
+    tfl = os.path.join(d, name + ".tflite")
+    open(tfl, "wb").write(mf.to_tflite(classifier(), np.random.default_rng(0)))
+    subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
+                    os.path.join(d, name + ".onnx"), "--opset", "17"], check=True, capture_output=True)
+    mf.reference_io(tfl, os.path.join(d, "io"))
+    print("built", name, flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--tf2onnx":
+        tf2onnx_models(sys.argv[2])
+    else:
+        main()
