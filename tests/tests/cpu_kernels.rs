@@ -11,7 +11,7 @@ use npu_rt::ethos_u::config::ETHOS_U55_128;
 use npu_tests::{differences, fixture_inputs, fixture_output, fixtures_dir, tflite_fixtures};
 
 /// Every IR operator name.
-const ALL_KINDS: [&str; 18] = [
+const ALL_KINDS: [&str; 27] = [
     "Conv2D",
     "DepthwiseConv2D",
     "FullyConnected",
@@ -30,6 +30,16 @@ const ALL_KINDS: [&str; 18] = [
     "Quantize",
     "Dequantize",
     "Activation",
+    // act
+    "Logistic",
+    "Tanh",
+    "HardSwish",
+    "LeakyRelu",
+    "Elu",
+    "Gelu",
+    "Exp",
+    "Log",
+    "Swish",
 ];
 
 /// Input cases of every fixture.

@@ -124,6 +124,15 @@ fixture_tests!(
     op_resize_nearest,
     op_softmax,
     mv2_224,
+    // act
+    op_logistic,
+    op_tanh,
+    op_hard_swish,
+    op_leaky_relu,
+    op_elu,
+    op_gelu,
+    op_exp,
+    op_relu_0_to_1,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

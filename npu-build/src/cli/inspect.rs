@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::error::Result;
-use crate::ir::{Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
+use crate::ir::{ActFn, Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -183,6 +183,15 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Softmax { beta } => format!("beta {beta}"),
         OpKind::Transpose { perm } => format!("perm {perm:?}"),
         OpKind::Activation(a) => act_str(*a),
+        OpKind::ActFn(f) => match f {
+            ActFn::LeakyRelu { alpha } => format!("alpha {alpha}"),
+            ActFn::Elu { alpha } => format!("alpha {alpha}"),
+            ActFn::Gelu { approximate } => format!("approximate {approximate}"),
+            ActFn::Swish { sigmoid: (s, z) } => format!("sigmoid quantization {s} zp {z}"),
+            ActFn::Logistic | ActFn::Tanh | ActFn::HardSwish | ActFn::Exp | ActFn::Log => {
+                "lookup table".into()
+            }
+        },
     }
 }
 

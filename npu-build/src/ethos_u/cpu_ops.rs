@@ -10,7 +10,7 @@ use npu_rt::cpu::{
 };
 
 use crate::error::{Error, Result};
-use crate::ir::{Activation, DType, Graph, Op, OpKind, PoolAttrs, ResizeMode, TensorId};
+use crate::ir::{ActFn, Activation, DType, Graph, Op, OpKind, PoolAttrs, ResizeMode, TensorId};
 use crate::reference;
 use crate::reference::binary::Params as BinaryPrep;
 use crate::reference::conv::{Geometry, Weighted};
@@ -252,7 +252,21 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             half_pixel_centers,
         } => resize(g, op, *mode, *align_corners, *half_pixel_centers, at),
         OpKind::Concat { .. } => Err(node_err(op, "internal: Concat takes one op per input")),
+        OpKind::ActFn(f) => act_fn(g, op, *f, at),
     }
+}
+
+/// An element-wise function as the reference interpreter's own 256-entry table.
+fn act_fn(g: &Graph, op: &Op, f: ActFn, at: &mut dyn Operands) -> Result<CpuOp> {
+    let table = reference::act_fn::table(g, op, f)?;
+    let (x, y) = one_in_one_out(op, g)?;
+    Ok(CpuOp::Lut8 {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        len: count(op, g, y)?,
+        elem: if table.signed { Elem::I8 } else { Elem::U8 },
+        table: at.constant(&table.bytes)?,
+    })
 }
 
 fn activation(g: &Graph, op: &Op, act: Activation, at: &mut dyn Operands) -> Result<CpuOp> {

@@ -270,6 +270,52 @@ pub enum OpKind {
     Dequantize,
     /// A stand-alone activation (not fused into a producer). inputs: `[x]`.
     Activation(Activation),
+    /// An element-wise function of one quantized tensor (sigmoid, tanh, ...), computed as
+    /// TFLite's kernel for it computes. inputs: `[x]`, output of the same shape.
+    ActFn(ActFn),
+}
+
+/// The element-wise functions of [`OpKind::ActFn`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ActFn {
+    /// `1 / (1 + exp(-x))` (TFLite LOGISTIC, ONNX Sigmoid).
+    Logistic,
+    /// `tanh(x)`.
+    Tanh,
+    /// `x * relu6(x + 3) / 6` (TFLite HARD_SWISH, ONNX HardSwish).
+    HardSwish,
+    /// `x` for `x >= 0`, `alpha * x` otherwise.
+    LeakyRelu { alpha: f32 },
+    /// `x` for `x >= 0`, `alpha * (exp(x) - 1)` otherwise (TFLite's ELU has `alpha = 1`).
+    Elu { alpha: f32 },
+    /// `x * Phi(x)`: exact with the error function, or with the tanh approximation.
+    Gelu { approximate: bool },
+    /// `exp(x)`.
+    Exp,
+    /// `ln(x)` (non-positive inputs give the lowest output value, as TFLite's table does).
+    Log,
+    /// `x * sigmoid(x)` as TFLite computes LOGISTIC followed by MUL (both roundings kept).
+    Swish {
+        /// Quantization `(scale, zero_point)` of the intermediate sigmoid output.
+        sigmoid: (f32, i32),
+    },
+}
+
+impl ActFn {
+    /// Operator name as shown to users.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ActFn::Logistic => "Logistic",
+            ActFn::Tanh => "Tanh",
+            ActFn::HardSwish => "HardSwish",
+            ActFn::LeakyRelu { .. } => "LeakyRelu",
+            ActFn::Elu { .. } => "Elu",
+            ActFn::Gelu { .. } => "Gelu",
+            ActFn::Exp => "Exp",
+            ActFn::Log => "Log",
+            ActFn::Swish { .. } => "Swish",
+        }
+    }
 }
 
 impl OpKind {
@@ -294,6 +340,7 @@ impl OpKind {
             OpKind::Quantize => "Quantize",
             OpKind::Dequantize => "Dequantize",
             OpKind::Activation(_) => "Activation",
+            OpKind::ActFn(f) => f.name(),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! # Ok::<(), npu_build::Error>(())
 //! ```
 
+pub(crate) mod act_fn;
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod convert;
@@ -283,6 +284,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::Quantize => convert::Quantize::prepare(g, op),
         OpKind::Dequantize => convert::Dequantize::prepare(g, op),
         OpKind::Activation(a) => convert::Act::prepare(g, op, *a),
+        OpKind::ActFn(f) => act_fn::ActFnKernel::prepare(g, op, *f),
     }
 }
 

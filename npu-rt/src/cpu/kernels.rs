@@ -195,6 +195,13 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::Concat(p) => super::movement::concat(&p, weights, arena),
         Op::SoftmaxF32(p) => super::float::softmax(&p, weights, arena),
         Op::ClampF32(p) => super::float::clamp(&p, weights, arena),
+        Op::Lut8 {
+            x,
+            y,
+            len,
+            elem,
+            table,
+        } => super::lut::lut8(x, y, len, elem, table, weights, arena),
     }
 }
 

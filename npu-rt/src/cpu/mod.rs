@@ -31,6 +31,7 @@ pub mod elem;
 pub mod fixed;
 pub mod float;
 mod kernels;
+mod lut;
 mod movement;
 mod params;
 mod words;
@@ -179,6 +180,15 @@ pub enum Op {
     SoftmaxF32(FloatSoftmaxOp),
     /// Clamp of f32 values (see [`FloatClampOp`]).
     ClampF32(FloatClampOp),
+    /// An element-wise function of int8/uint8 values as a 256-byte table in the NPU's order:
+    /// `y = table[x + 128]` for int8, `table[x]` for uint8 (sigmoid, tanh, GELU, ...).
+    Lut8 {
+        x: Buf,
+        y: Buf,
+        len: u32,
+        elem: Elem,
+        table: Buf,
+    },
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -319,6 +329,7 @@ const OP_RESIZE: u32 = 12;
 const OP_CONCAT: u32 = 13;
 const OP_SOFTMAX_F32: u32 = 14;
 const OP_CLAMP_F32: u32 = 15;
+const OP_LUT8: u32 = 32;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -355,6 +366,7 @@ impl Op {
             Op::Concat(_) => "Concat",
             Op::SoftmaxF32(_) => "Softmax",
             Op::ClampF32(_) => "Activation",
+            Op::Lut8 { .. } => "Lut8",
         }
     }
 
@@ -511,6 +523,15 @@ impl Op {
             Op::Concat(p) => p.put(w.put(OP_CONCAT)),
             Op::SoftmaxF32(p) => p.put(w.put(OP_SOFTMAX_F32)),
             Op::ClampF32(p) => p.put(w.put(OP_CLAMP_F32)),
+            Op::Lut8 {
+                x,
+                y,
+                len,
+                elem,
+                table,
+            } => {
+                w.put(OP_LUT8).buf(x).buf(y).put(len).elem(elem).buf(table);
+            }
         }
         w.finish()
     }
@@ -648,6 +669,13 @@ impl Op {
             OP_CONCAT => Op::Concat(ConcatOp::get(&mut r)?),
             OP_SOFTMAX_F32 => Op::SoftmaxF32(FloatSoftmaxOp::get(&mut r)?),
             OP_CLAMP_F32 => Op::ClampF32(FloatClampOp::get(&mut r)?),
+            OP_LUT8 => Op::Lut8 {
+                x: r.buf()?,
+                y: r.buf()?,
+                len: r.get()?,
+                elem: r.elem()?,
+                table: r.buf()?,
+            },
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -15,6 +15,7 @@ use super::npu_op::{Buffer, BufferId, BufferKind, ElemType, FeatureMap, Io, Layo
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Op, OpKind, TensorId};
 
+mod act_fn;
 mod concat;
 mod conv;
 mod elementwise;
@@ -368,6 +369,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             op,
             "the NPU lowering has no transpose/dequantize; these run on the CPU",
         )),
+        OpKind::ActFn(_) => act_fn::lower(cx, op),
     }
 }
 

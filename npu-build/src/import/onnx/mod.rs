@@ -12,6 +12,7 @@
 
 mod builder;
 mod constant;
+mod float_fn;
 mod fold;
 mod layout;
 mod model;
@@ -50,7 +51,13 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
     for (name, c) in model.initializers {
         b.bind(&name, Val::Const(Rc::new(c)));
     }
-    for n in &model.nodes {
+    let outputs: std::collections::HashSet<String> =
+        model.outputs.iter().map(|d| d.name.clone()).collect();
+    let mut done = vec![false; model.nodes.len()];
+    for (k, n) in model.nodes.iter().enumerate() {
+        if done[k] || b.float_function(&model.nodes, k, &mut done, &outputs)? {
+            continue;
+        }
         b.node(n)?;
     }
     for decl in &model.outputs {

@@ -5,7 +5,7 @@ use super::schema::{builtin as b, options_type, opts};
 use super::{Importer, ctx};
 use crate::error::{Error, Result};
 use crate::ir::{
-    Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
+    ActFn, Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
 };
 
 /// TFLite operators the importer maps, by their schema names (sorted).
@@ -31,6 +31,16 @@ pub const SUPPORTED: &[&str] = &[
     "RESIZE_NEAREST_NEIGHBOR",
     "SOFTMAX",
     "SUB",
+    // act
+    "ELU",
+    "EXP",
+    "GELU",
+    "HARD_SWISH",
+    "LEAKY_RELU",
+    "LOG",
+    "LOGISTIC",
+    "RELU_0_TO_1",
+    "TANH",
 ];
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
@@ -58,6 +68,15 @@ pub fn is_supported(code: i32) -> bool {
             | b::RESIZE_NEAREST_NEIGHBOR
             | b::SOFTMAX
             | b::SUB
+            | b::ELU
+            | b::EXP
+            | b::GELU
+            | b::HARD_SWISH
+            | b::LEAKY_RELU
+            | b::LOG
+            | b::LOGISTIC
+            | b::RELU_0_TO_1
+            | b::TANH
     )
 }
 
@@ -510,6 +529,33 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
         b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
         b::RELU6 => (OpKind::Activation(Activation::Relu6), vec![x]),
         b::RELU_N1_TO_1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
+        b::RELU_0_TO_1 => (
+            OpKind::Activation(Activation::Clip { min: 0.0, max: 1.0 }),
+            vec![x],
+        ),
+        b::LOGISTIC => (OpKind::ActFn(ActFn::Logistic), vec![x]),
+        b::TANH => (OpKind::ActFn(ActFn::Tanh), vec![x]),
+        b::EXP => (OpKind::ActFn(ActFn::Exp), vec![x]),
+        b::LOG => (OpKind::ActFn(ActFn::Log), vec![x]),
+        b::HARD_SWISH => (OpKind::ActFn(ActFn::HardSwish), vec![x]),
+        b::ELU => (OpKind::ActFn(ActFn::Elu { alpha: 1.0 }), vec![x]),
+        b::LEAKY_RELU => {
+            let alpha = match op.options(options_type::LEAKY_RELU) {
+                Some(o) => ctx(o.f32(opts::LEAKY_RELU_ALPHA, 0.0, &what))?,
+                None => 0.0,
+            };
+            if !alpha.is_finite() {
+                return Err(op.invalid(format!("alpha {alpha} is not finite")));
+            }
+            (OpKind::ActFn(ActFn::LeakyRelu { alpha }), vec![x])
+        }
+        b::GELU => {
+            let approximate = match op.options(options_type::GELU) {
+                Some(o) => ctx(o.bool(opts::GELU_APPROXIMATE, &what))?,
+                None => false,
+            };
+            (OpKind::ActFn(ActFn::Gelu { approximate }), vec![x])
+        }
         _ => {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),

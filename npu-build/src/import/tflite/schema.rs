@@ -91,6 +91,8 @@ pub mod options_type {
     pub const REDUCER: u8 = 27;
     pub const SUB: u8 = 28;
     pub const RESIZE_NEAREST_NEIGHBOR: u8 = 74;
+    pub const LEAKY_RELU: u8 = 75;
+    pub const GELU: u8 = 116;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -122,6 +124,8 @@ pub mod opts {
     pub const BILINEAR_HALF_PIXEL_CENTERS: usize = 3;
     pub const NEAREST_ALIGN_CORNERS: usize = 0;
     pub const NEAREST_HALF_PIXEL_CENTERS: usize = 1;
+    pub const LEAKY_RELU_ALPHA: usize = 0;
+    pub const GELU_APPROXIMATE: usize = 0;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -191,6 +195,15 @@ pub mod builtin {
     pub const PADV2: i32 = 60;
     pub const RESIZE_NEAREST_NEIGHBOR: i32 = 97;
     pub const QUANTIZE: i32 = 114;
+    pub const LOGISTIC: i32 = 14;
+    pub const TANH: i32 = 28;
+    pub const EXP: i32 = 47;
+    pub const LOG: i32 = 73;
+    pub const LEAKY_RELU: i32 = 98;
+    pub const ELU: i32 = 111;
+    pub const HARD_SWISH: i32 = 117;
+    pub const GELU: i32 = 150;
+    pub const RELU_0_TO_1: i32 = 152;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -45,6 +45,17 @@ const SUPPORTED: &[&str] = &[
     "Sub",
     "Transpose",
     "Unsqueeze",
+    // act: float functions of one tensor (see `float_fn`)
+    "Elu",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "LeakyRelu",
+    "Log",
+    "Sigmoid",
+    "Tanh",
 ];
 
 /// The supported operator list for error messages.
