@@ -342,9 +342,10 @@ fn hard_swish_table(op: &Op, q: &Quant) -> Result<[u8; 256]> {
 fn leaky_relu_table(op: &Op, q: &Quant, alpha: f32) -> Result<[u8; 256]> {
     let (si, _) = q.input;
     let (so, zo) = q.output;
-    // alpha is a float; the products are doubles of float operands (TFLite's arithmetic).
-    let alpha_real = f64::from(si) * f64::from(alpha) / f64::from(so);
-    let identity_real = f64::from(si) / f64::from(so);
+    // TFLite evaluates both factors in single precision (float operands) before widening them
+    // to double: `input_scale * alpha / output_scale` and `input_scale / output_scale`.
+    let alpha_real = f64::from(si * alpha / so);
+    let identity_real = f64::from(si / so);
     let (am, ashift) = rescale(op, alpha_real, "alpha")?;
     let (im, ishift) = rescale(op, identity_real, "identity")?;
     Ok(q.int_table(|v| {
