@@ -1,7 +1,14 @@
 """TFLite 2.21 reference tables (BUILTIN_REF) of single activation operators for scales the
-shared fixtures lack. Prints Rust constants."""
-import numpy as np, tensorflow as tf, json, sys
+shared fixtures lack, and the act_* models of tests/tests/data/tflite_extra (argument: that
+directory)."""
+import json, os, sys
+
+import numpy as np
+import tensorflow as tf
 R = tf.lite.experimental.OpResolverType
+# Scratch directory for the converted models and their tables.
+GEN = os.environ.get("ACT_GEN", "/tmp/act_gen")
+os.makedirs(GEN, exist_ok=True)
 
 def convert(fn, lo, hi, shape=(1, 4, 4, 16)):
     @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32)])
@@ -44,23 +51,23 @@ cases = [
     ("gelu_erf_wide", lambda x: tf.nn.gelu(x, approximate=False), -9.0, 7.0),
     ("exp_neg", tf.math.exp, -6.0, 0.5),
     ("log_pos", lambda x: tf.math.log(tf.nn.relu(x) + 0.01), 0.0, 5.0),
+    ("swish", lambda x: x * tf.math.sigmoid(x), -6.0, 5.0),
 ]
 out = {}
 for name, fn, lo, hi in cases:
     m = convert(fn, lo, hi)
-    open(f"/tmp/act/gen/{name}.tflite", "wb").write(m)
+    open(f"{GEN}/{name}.tflite", "wb").write(m)
     ops, iq, oq, t = table(m)
     out[name] = dict(ops=ops, iq=[float(iq[0]), int(iq[1])], oq=[float(oq[0]), int(oq[1])], table=t)
     print(name, ops, iq, oq, file=sys.stderr)
-json.dump(out, open("/tmp/act/gen/tables.json", "w"))
+json.dump(out, open(GEN + "/tables.json", "w"))
 
 # Extra conformance models for tests/tests/data/tflite_extra (act_*): input 0 is every int8
 # value (so the whole table is checked), inputs 1 and 2 random.
-import os
 root = sys.argv[1] if len(sys.argv) > 1 else None
 if root:
     for name, fn, lo, hi in cases:
-        m = open(f"/tmp/act/gen/{name}.tflite", "rb").read()
+        m = open(f"{GEN}/{name}.tflite", "rb").read()
         d = os.path.join(root, "act_" + name)
         os.makedirs(d, exist_ok=True)
         open(os.path.join(d, f"act_{name}.tflite"), "wb").write(m)
