@@ -11,7 +11,7 @@ use npu_rt::ethos_u::config::ETHOS_U55_128;
 use npu_tests::{differences, fixture_inputs, fixture_output, fixtures_dir, tflite_fixtures};
 
 /// Every IR operator name.
-const ALL_KINDS: [&str; 27] = [
+const ALL_KINDS: [&str; 29] = [
     "Conv2D",
     "DepthwiseConv2D",
     "FullyConnected",
@@ -40,6 +40,8 @@ const ALL_KINDS: [&str; 27] = [
     "Exp",
     "Log",
     "Swish",
+    "Rsqrt",
+    "Sqrt",
 ];
 
 /// Input cases of every fixture.

@@ -188,9 +188,13 @@ fn attrs(kind: &OpKind) -> String {
             ActFn::Elu { alpha } => format!("alpha {alpha}"),
             ActFn::Gelu { approximate } => format!("approximate {approximate}"),
             ActFn::Swish { sigmoid: (s, z) } => format!("sigmoid quantization {s} zp {z}"),
-            ActFn::Logistic | ActFn::Tanh | ActFn::HardSwish | ActFn::Exp | ActFn::Log => {
-                "lookup table".into()
-            }
+            ActFn::Logistic
+            | ActFn::Tanh
+            | ActFn::HardSwish
+            | ActFn::Exp
+            | ActFn::Log
+            | ActFn::Rsqrt
+            | ActFn::Sqrt => "lookup table".into(),
         },
     }
 }

@@ -299,6 +299,10 @@ pub enum ActFn {
         /// Quantization `(scale, zero_point)` of the intermediate sigmoid output.
         sigmoid: (f32, i32),
     },
+    /// `1 / sqrt(x)` (TFLite RSQRT; inputs at or below the zero point give the type maximum).
+    Rsqrt,
+    /// `sqrt(x)` (TFLite SQRT; negative inputs give the output zero point).
+    Sqrt,
 }
 
 impl ActFn {
@@ -314,6 +318,8 @@ impl ActFn {
             ActFn::Exp => "Exp",
             ActFn::Log => "Log",
             ActFn::Swish { .. } => "Swish",
+            ActFn::Rsqrt => "Rsqrt",
+            ActFn::Sqrt => "Sqrt",
         }
     }
 }

@@ -127,6 +127,8 @@ pub(crate) fn table(g: &Graph, op: &Op, f: ActFn) -> Result<Table8> {
         ActFn::HardSwish => hard_swish_table(op, &q)?,
         ActFn::LeakyRelu { alpha } => leaky_relu_table(op, &q, alpha)?,
         ActFn::Swish { sigmoid } => swish_table(op, &q, sigmoid)?,
+        ActFn::Rsqrt => rsqrt_table(op, &q)?,
+        ActFn::Sqrt => sqrt_table(&q),
     };
     Ok(Table8 { bytes, signed })
 }
@@ -381,6 +383,105 @@ fn swish_table(op: &Op, q: &Quant, sigmoid: (f32, i32)) -> Result<[u8; 256]> {
         };
         zo.wrapping_add(multiply_by_quantized_multiplier(v * (raw_s - zs), m, s))
     }))
+}
+
+/// gemmlowp's `SaturatingRoundingMultiplyByPOT<exponent>` for `exponent >= 0`.
+fn saturating_shl32(x: i32, exponent: u32) -> i32 {
+    let threshold = i32::MAX >> exponent;
+    if x > threshold {
+        i32::MAX
+    } else if x < -threshold {
+        i32::MIN
+    } else {
+        x << exponent
+    }
+}
+
+/// TFLite's `GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1)` for `value >= 1`:
+/// `1 / sqrt(value)` as a Q31 multiplier and a left shift, by five Newton-Raphson steps in
+/// gemmlowp's Q3.28 fixed point.
+fn inv_sqrt_multiplier(value: i32) -> (i32, i32) {
+    use crate::ir::quant::saturating_rounding_doubling_high_mul as srdhm;
+    if value <= 1 {
+        return (i32::MAX, 0);
+    }
+    let mut input = value;
+    let mut shift = 11i32;
+    while input >= 1 << 29 {
+        input /= 4;
+        shift += 1;
+    }
+    // Normalise into [2^27, 2^29) by whole pairs of bits.
+    let pairs = (input.leading_zeros() - 1) / 2 - 1;
+    shift -= pairs as i32;
+    input <<= 2 * pairs;
+    // Q3.28: the input halved, the constant 1.5 and the starting guess 1.
+    let half_input = rounding_divide_by_pot(input >> 1, 1);
+    let half_three = (1 << 28) + (1 << 27);
+    let mut x = 1i32 << 28;
+    for _ in 0..5 {
+        // x^3 is Q9.22 after two Q3 products: back to Q3 by a saturating shift of 6.
+        let x3 = saturating_shl32(srdhm(srdhm(x, x), x), 6);
+        // Q6 products, their difference back to Q3 by a saturating shift of 3.
+        let d = srdhm(half_three, x).wrapping_sub(srdhm(half_input, x3));
+        x = saturating_shl32(d, 3);
+    }
+    /// sqrt(2) / 2 in Q0.31.
+    const HALF_SQRT_2: i32 = 1_518_500_250;
+    let mut m = srdhm(x, HALF_SQRT_2);
+    if shift < 0 {
+        m = m.wrapping_shl((-shift) as u32);
+        shift = 0;
+    }
+    (m, -shift)
+}
+
+/// TFLite's int8 RSQRT (`RsqrtEvalQuantizedInt8`): `1 / sqrt(x - z_in)` by the integer inverse
+/// square root, scaled by `1 / (sqrt(s_in) * s_out)` with 20 guard bits. TFLite stops with an
+/// error on inputs below the zero point; the table gives them the type maximum, as it gives the
+/// zero point itself.
+fn rsqrt_table(op: &Op, q: &Quant) -> Result<[u8; 256]> {
+    const GUARD: i32 = 20;
+    let (si, _) = q.input;
+    let (so, zo) = q.output;
+    // `1. / (std::sqrt(input_scale) * output_scale)`: a float square root and product.
+    let (m, s) = rescale(op, 1.0 / f64::from(si.sqrt() * so), "output")?;
+    if s - GUARD < -31 {
+        return Err(node_err(
+            op,
+            format!("output factor of input scale {si} and output scale {so} is too small"),
+        ));
+    }
+    let (_, hi) = q.range();
+    Ok(q.int_table(|v| {
+        if v <= 0 {
+            return hi;
+        }
+        let (inv, inv_shift) = inv_sqrt_multiplier(v);
+        let data = multiply_by_quantized_multiplier(1, inv, inv_shift + GUARD);
+        multiply_by_quantized_multiplier(data, m, s - GUARD).wrapping_add(zo)
+    }))
+}
+
+/// TFLite's int8 SQRT (`SqrtEvalQuantized`): `(int)(sqrt(s_in * (x - z_in)) / s_out) + z_out`
+/// in single precision, truncated (no rounding). TFLite stops with an error on negative
+/// inputs; the table gives them the output zero point (the square root of zero).
+fn sqrt_table(q: &Quant) -> [u8; 256] {
+    let (si, zi) = q.input;
+    let (so, zo) = q.output;
+    let (lo, hi) = q.range();
+    let mut t = [0u8; 256];
+    for (i, e) in t.iter_mut().enumerate() {
+        let v = lo + i as i32;
+        let real = si * (v - zi) as f32;
+        let out = if real >= 0.0 {
+            x86_f32_to_i32(real.sqrt() / so).wrapping_add(zo)
+        } else {
+            zo
+        };
+        *e = out.clamp(lo, hi) as u8;
+    }
+    t
 }
 
 #[cfg(test)]

@@ -1294,6 +1294,8 @@ fn act_fns_int8_and_uint8_every_target() {
             (0.06, -70),
             (0.06, 60),
         ),
+        (ActFn::Rsqrt, (0.05, -128), (0.04, 0)),
+        (ActFn::Sqrt, (0.02, -100), (0.03, 10)),
     ];
     for (i, (f, q8, qu8)) in fns.into_iter().enumerate() {
         // Input quantization: scale 0.07 around zero point 3 (int8) / 131 (uint8).

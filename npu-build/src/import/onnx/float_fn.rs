@@ -60,7 +60,9 @@ const START_OPS: &[&str] = &[
     "Log",
     "Mul",
     "Div",
+    "Reciprocal",
     "Sigmoid",
+    "Sqrt",
     "Tanh",
 ];
 
@@ -303,7 +305,7 @@ fn identify(xs: &[f64], ys: &[f64]) -> Option<ActFn> {
     let neg = xs.iter().zip(ys).find(|(x, _)| **x < -1e-3);
     let leaky_alpha = neg.map_or(0.01, |(x, y)| y / x);
     let elu_alpha = neg.map_or(1.0, |(x, y)| y / x.exp_m1());
-    let candidates: [(ActFn, &dyn Fn(f64) -> f64); 9] = [
+    let candidates: [(ActFn, &dyn Fn(f64) -> f64); 11] = [
         (ActFn::Logistic, &sigmoid),
         (ActFn::Tanh, &f64::tanh),
         (ActFn::Exp, &f64::exp),
@@ -331,6 +333,8 @@ fn identify(xs: &[f64], ys: &[f64]) -> Option<ActFn> {
             },
             &|v: f64| if v < 0.0 { elu_alpha * v.exp_m1() } else { v },
         ),
+        (ActFn::Rsqrt, &|v: f64| 1.0 / v.sqrt()),
+        (ActFn::Sqrt, &f64::sqrt),
     ];
     candidates
         .into_iter()

@@ -40,6 +40,8 @@ pub const SUPPORTED: &[&str] = &[
     "LOG",
     "LOGISTIC",
     "RELU_0_TO_1",
+    "RSQRT",
+    "SQRT",
     "TANH",
 ];
 
@@ -76,6 +78,8 @@ pub fn is_supported(code: i32) -> bool {
             | b::LOG
             | b::LOGISTIC
             | b::RELU_0_TO_1
+            | b::RSQRT
+            | b::SQRT
             | b::TANH
     )
 }
@@ -538,6 +542,8 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
         b::EXP => (OpKind::ActFn(ActFn::Exp), vec![x]),
         b::LOG => (OpKind::ActFn(ActFn::Log), vec![x]),
         b::HARD_SWISH => (OpKind::ActFn(ActFn::HardSwish), vec![x]),
+        b::RSQRT => (OpKind::ActFn(ActFn::Rsqrt), vec![x]),
+        b::SQRT => (OpKind::ActFn(ActFn::Sqrt), vec![x]),
         b::ELU => (OpKind::ActFn(ActFn::Elu { alpha: 1.0 }), vec![x]),
         b::LEAKY_RELU => {
             let alpha = match op.options(options_type::LEAKY_RELU) {

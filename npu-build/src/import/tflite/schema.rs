@@ -204,6 +204,8 @@ pub mod builtin {
     pub const HARD_SWISH: i32 = 117;
     pub const GELU: i32 = 150;
     pub const RELU_0_TO_1: i32 = 152;
+    pub const SQRT: i32 = 75;
+    pub const RSQRT: i32 = 76;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -52,6 +52,8 @@ cases = [
     ("exp_neg", tf.math.exp, -6.0, 0.5),
     ("log_pos", lambda x: tf.math.log(tf.nn.relu(x) + 0.01), 0.0, 5.0),
     ("swish", lambda x: x * tf.math.sigmoid(x), -6.0, 5.0),
+    ("rsqrt_pos", lambda x: tf.math.rsqrt(tf.nn.relu(x) + 0.05), 0.0, 4.0),
+    ("sqrt_pos", lambda x: tf.math.sqrt(tf.nn.relu(x) + 0.05), 0.0, 4.0),
 ]
 out = {}
 for name, fn, lo, hi in cases:
