@@ -8,7 +8,7 @@ use crate::ir::{
     ActFn, Activation, ConvAttrs, DType, Op, OpKind, Padding, PoolAttrs, ResizeMode, TensorId,
 };
 
-/// TFLite operators the importer maps, by their schema names (sorted).
+/// TFLite operators the importer maps, by their schema names.
 pub const SUPPORTED: &[&str] = &[
     "ADD",
     "AVERAGE_POOL_2D",
@@ -44,6 +44,13 @@ pub const SUPPORTED: &[&str] = &[
     "SQRT",
     "TANH",
 ];
+
+/// [`SUPPORTED`] sorted, for messages (branches append their operators to the list).
+fn supported_list() -> String {
+    let mut all = SUPPORTED.to_vec();
+    all.sort_unstable();
+    all.join(", ")
+}
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
 pub fn is_supported(code: i32) -> bool {
@@ -566,7 +573,7 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Op> {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),
                 op: op.op_name.clone(),
-                supported: SUPPORTED.join(", "),
+                supported: supported_list(),
             });
         }
     };
