@@ -162,7 +162,7 @@ impl<'a> Importer<'a> {
                 return Err(Error::UnsupportedOp {
                     node,
                     op: code.name(),
-                    supported: ops::SUPPORTED.join(", "),
+                    supported: ops::supported_list(),
                 });
             }
             let options_type = ctx(t.u8(operator::BUILTIN_OPTIONS_TYPE, 0, &what))?;

@@ -46,7 +46,7 @@ pub const SUPPORTED: &[&str] = &[
 ];
 
 /// [`SUPPORTED`] sorted, for messages (branches append their operators to the list).
-fn supported_list() -> String {
+pub(super) fn supported_list() -> String {
     let mut all = SUPPORTED.to_vec();
     all.sort_unstable();
     all.join(", ")
