@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use npu_build::error::Result;
-use npu_build::ir::{Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
+use npu_build::ir::{ActFn, Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -231,6 +231,19 @@ fn attrs(kind: &OpKind) -> String {
         } => format!("axes {axes:?}, keep_dims {keep_dims}"),
         OpKind::ArgMinMax { axis, .. } => format!("axis {axis}"),
         OpKind::FloatUnary(f) => format!("{f:?} (f32)"),
+        OpKind::ActFn(f) => match f {
+            ActFn::LeakyRelu { alpha } => format!("alpha {alpha}"),
+            ActFn::Elu { alpha } => format!("alpha {alpha}"),
+            ActFn::Gelu { approximate } => format!("approximate {approximate}"),
+            ActFn::Swish { sigmoid: (s, z) } => format!("sigmoid quantization {s} zp {z}"),
+            ActFn::Logistic
+            | ActFn::Tanh
+            | ActFn::HardSwish
+            | ActFn::Exp
+            | ActFn::Log
+            | ActFn::Rsqrt
+            | ActFn::Sqrt => "lookup table".into(),
+        },
     }
 }
 

@@ -55,6 +55,18 @@ const ALL_KINDS: &[&str] = &[
     "ReduceMin",
     "ArgMax",
     "ArgMin",
+    // act
+    "Logistic",
+    "Tanh",
+    "HardSwish",
+    "LeakyRelu",
+    "Elu",
+    "Gelu",
+    "Exp",
+    "Log",
+    "Swish",
+    "Rsqrt",
+    "Sqrt",
 ];
 
 /// Input cases of every fixture.

@@ -240,6 +240,15 @@ fixture_tests! {
     op_reduce_min_neg_axis: "op_reduce_min_neg_axis", [];
     op_mean_h: "op_mean_h", [];
     op_mean_w_c: "op_mean_w_c", [];
+    // act
+    op_logistic: "op_logistic", [];
+    op_tanh: "op_tanh", [];
+    op_hard_swish: "op_hard_swish", [];
+    op_leaky_relu: "op_leaky_relu", [];
+    op_elu: "op_elu", [];
+    op_gelu: "op_gelu", [];
+    op_exp: "op_exp", [];
+    op_relu_0_to_1: "op_relu_0_to_1", [];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -311,6 +320,15 @@ fn every_fixture_is_listed() {
         "op_reduce_min_neg_axis",
         "op_mean_h",
         "op_mean_w_c",
+        // act
+        "op_logistic",
+        "op_tanh",
+        "op_hard_swish",
+        "op_leaky_relu",
+        "op_elu",
+        "op_gelu",
+        "op_exp",
+        "op_relu_0_to_1",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

@@ -125,6 +125,15 @@ fixture_tests!(
     op_reduce_min_neg_axis,
     op_mean_h,
     op_mean_w_c,
+    // act
+    op_logistic,
+    op_tanh,
+    op_hard_swish,
+    op_leaky_relu,
+    op_elu,
+    op_gelu,
+    op_exp,
+    op_relu_0_to_1,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -12,7 +12,7 @@ use npu_rt::cpu::{
 };
 
 use crate::error::{Error, Result};
-use crate::ir::{Activation, DType, Graph, Op, OpKind, PoolAttrs, ResizeMode, TensorId};
+use crate::ir::{ActFn, Activation, DType, Graph, Op, OpKind, PoolAttrs, ResizeMode, TensorId};
 use crate::reference;
 use crate::reference::binary::Params as BinaryPrep;
 use crate::reference::conv::{Geometry, Weighted};
@@ -310,6 +310,7 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             keep_dims,
         } => reduce(g, op, *kind, axes, *keep_dims, at),
         OpKind::ArgMinMax { axis, max } => arg_min_max(g, op, *axis, *max, at),
+        OpKind::ActFn(f) => act_fn(g, op, *f, at),
     }
 }
 
@@ -655,6 +656,19 @@ fn arg_min_max(g: &Graph, op: &Op, axis: usize, max: bool, at: &mut dyn Operands
         max: a.max,
         wide: a.index == DType::I64,
     }))
+}
+
+/// An element-wise function as the reference interpreter's own 256-entry table.
+fn act_fn(g: &Graph, op: &Op, f: ActFn, at: &mut dyn Operands) -> Result<CpuOp> {
+    let table = reference::act_fn::table(g, op, f)?;
+    let (x, y) = one_in_one_out(op, g)?;
+    Ok(CpuOp::Lut8 {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        len: count(op, g, y)?,
+        elem: if table.signed { Elem::I8 } else { Elem::U8 },
+        table: at.constant(&table.bytes)?,
+    })
 }
 
 fn activation(g: &Graph, op: &Op, act: Activation, at: &mut dyn Operands) -> Result<CpuOp> {

@@ -5,6 +5,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 
+mod fuse_act;
 pub mod onnx;
 pub mod tflite;
 
@@ -76,10 +77,11 @@ pub fn side_files(bytes: &[u8], format: Format, dir: &Path) -> Vec<std::path::Pa
 
 /// Imports a model from memory, validated.
 pub fn from_bytes(bytes: &[u8], format: Format, name: &str) -> Result<Graph> {
-    let graph = match format {
+    let mut graph = match format {
         Format::Onnx => onnx::import(bytes, name)?,
         Format::Tflite => tflite::import(bytes, name)?,
     };
+    fuse_act::fuse_swish(&mut graph);
     graph.validate()?;
     Ok(graph)
 }

@@ -366,6 +366,9 @@ pub enum OpKind {
     /// quantizer left in float between `DequantizeLinear` and `QuantizeLinear`). inputs: `[x]`,
     /// f32 in and out, same shape.
     FloatUnary(FloatFn),
+    /// An element-wise function of one quantized tensor (sigmoid, tanh, ...), computed as
+    /// TFLite's kernel for it computes. inputs: `[x]`, output of the same shape.
+    ActFn(ActFn),
 }
 
 /// How [`OpKind::MirrorPad`] fills the border.
@@ -446,6 +449,55 @@ impl FloatFn {
     }
 }
 
+/// The element-wise functions of [`OpKind::ActFn`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ActFn {
+    /// `1 / (1 + exp(-x))` (TFLite LOGISTIC, ONNX Sigmoid).
+    Logistic,
+    /// `tanh(x)`.
+    Tanh,
+    /// `x * relu6(x + 3) / 6` (TFLite HARD_SWISH, ONNX HardSwish).
+    HardSwish,
+    /// `x` for `x >= 0`, `alpha * x` otherwise.
+    LeakyRelu { alpha: f32 },
+    /// `x` for `x >= 0`, `alpha * (exp(x) - 1)` otherwise (TFLite's ELU has `alpha = 1`).
+    Elu { alpha: f32 },
+    /// `x * Phi(x)`: exact with the error function, or with the tanh approximation.
+    Gelu { approximate: bool },
+    /// `exp(x)`.
+    Exp,
+    /// `ln(x)` (non-positive inputs give the lowest output value, as TFLite's table does).
+    Log,
+    /// `x * sigmoid(x)` as TFLite computes LOGISTIC followed by MUL (both roundings kept).
+    Swish {
+        /// Quantization `(scale, zero_point)` of the intermediate sigmoid output.
+        sigmoid: (f32, i32),
+    },
+    /// `1 / sqrt(x)` (TFLite RSQRT; inputs at or below the zero point give the type maximum).
+    Rsqrt,
+    /// `sqrt(x)` (TFLite SQRT; negative inputs give the output zero point).
+    Sqrt,
+}
+
+impl ActFn {
+    /// Operator name as shown to users.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ActFn::Logistic => "Logistic",
+            ActFn::Tanh => "Tanh",
+            ActFn::HardSwish => "HardSwish",
+            ActFn::LeakyRelu { .. } => "LeakyRelu",
+            ActFn::Elu { .. } => "Elu",
+            ActFn::Gelu { .. } => "Gelu",
+            ActFn::Exp => "Exp",
+            ActFn::Log => "Log",
+            ActFn::Swish { .. } => "Swish",
+            ActFn::Rsqrt => "Rsqrt",
+            ActFn::Sqrt => "Sqrt",
+        }
+    }
+}
+
 impl OpKind {
     /// Operator name as shown to users (`Conv2D`, `DepthwiseConv2D`, ...).
     pub fn name(&self) -> &'static str {
@@ -493,6 +545,7 @@ impl OpKind {
             OpKind::ArgMinMax { max: true, .. } => "ArgMax",
             OpKind::ArgMinMax { max: false, .. } => "ArgMin",
             OpKind::FloatUnary(_) => "FloatUnary",
+            OpKind::ActFn(f) => f.name(),
         }
     }
 }

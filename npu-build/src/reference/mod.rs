@@ -13,6 +13,7 @@
 //! # Ok::<(), npu_build::Error>(())
 //! ```
 
+pub(crate) mod act_fn;
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod convert;
@@ -321,6 +322,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         } => reduce::Reduce::prepare(g, op, *kind, axes, *keep_dims),
         OpKind::ArgMinMax { axis, max } => reduce::ArgMinMax::prepare(g, op, *axis, *max),
         OpKind::FloatUnary(f) => float::FloatUnary::prepare(g, op, *f),
+        OpKind::ActFn(f) => act_fn::ActFnKernel::prepare(g, op, *f),
     }
 }
 

@@ -31,6 +31,7 @@ pub mod elem;
 pub mod fixed;
 pub mod float;
 mod kernels;
+mod lut;
 pub mod math;
 mod movement;
 // matmul
@@ -216,6 +217,15 @@ pub enum Op {
     Arg(ArgOp),
     /// An f32 elementwise function (see [`FloatUnaryOp`]): operators of float islands.
     FloatUnary(FloatUnaryOp),
+    /// An element-wise function of int8/uint8 values as a 256-byte table in the NPU's order:
+    /// `y = table[x + 128]` for int8, `table[x]` for uint8 (sigmoid, tanh, GELU, ...).
+    Lut8 {
+        x: Buf,
+        y: Buf,
+        len: u32,
+        elem: Elem,
+        table: Buf,
+    },
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -371,6 +381,7 @@ const OP_REDUCE: u32 = 48;
 const OP_ARG: u32 = 49;
 // Codes 80..=87: float-island operators of ONNX models (f32 elementwise functions).
 const OP_FLOAT_UNARY: u32 = 80;
+const OP_LUT8: u32 = 32;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -441,6 +452,7 @@ impl Op {
                 }
             }
             Op::FloatUnary(_) => "FloatUnary",
+            Op::Lut8 { .. } => "Lut8",
         }
     }
 
@@ -607,6 +619,15 @@ impl Op {
             Op::Reduce(p) => p.put(w.put(OP_REDUCE)),
             Op::Arg(p) => p.put(w.put(OP_ARG)),
             Op::FloatUnary(p) => p.put(w.put(OP_FLOAT_UNARY)),
+            Op::Lut8 {
+                x,
+                y,
+                len,
+                elem,
+                table,
+            } => {
+                w.put(OP_LUT8).buf(x).buf(y).put(len).elem(elem).buf(table);
+            }
         }
         w.finish()
     }
@@ -754,6 +775,13 @@ impl Op {
             OP_REDUCE => Op::Reduce(ReduceOp::get(&mut r)?),
             OP_ARG => Op::Arg(ArgOp::get(&mut r)?),
             OP_FLOAT_UNARY => Op::FloatUnary(FloatUnaryOp::get(&mut r)?),
+            OP_LUT8 => Op::Lut8 {
+                x: r.buf()?,
+                y: r.buf()?,
+                len: r.get()?,
+                elem: r.elem()?,
+                table: r.buf()?,
+            },
             _ => return None,
         };
         r.at_end().then_some(op)

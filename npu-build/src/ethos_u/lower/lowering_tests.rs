@@ -1671,3 +1671,82 @@ fn mean_over_axis_sets() {
         check_graph_compiled(g, &format!("mean{i}"));
     }
 }
+
+// act: element-wise functions of one tensor (LUT operations).
+
+/// One [`crate::ir::ActFn`] from `x` (`shape`, `dtype`, input quantization) to `y`.
+fn act_fn_graph(
+    f: crate::ir::ActFn,
+    shape: &[usize],
+    dtype: DType,
+    in_q: (f32, i32),
+    out_q: (f32, i32),
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", shape, dtype, in_q.0, in_q.1);
+    let y = b.output("y", shape, dtype, out_q.0, out_q.1);
+    b.op(OpKind::ActFn(f), vec![x], vec![y]);
+    b.g
+}
+
+#[test]
+fn act_fns_int8_and_uint8_every_target() {
+    use crate::ir::ActFn;
+    let fns = [
+        (ActFn::Logistic, (1.0 / 256.0, -128), (1.0 / 256.0, 0)),
+        (ActFn::Tanh, (1.0 / 128.0, 0), (1.0 / 128.0, 128)),
+        (ActFn::HardSwish, (0.03, -20), (0.031, 110)),
+        (ActFn::LeakyRelu { alpha: -0.3 }, (0.02, 5), (0.02, 130)),
+        (ActFn::Elu { alpha: 1.0 }, (0.04, 40), (0.045, 100)),
+        (ActFn::Gelu { approximate: true }, (0.05, -60), (0.05, 64)),
+        (ActFn::Exp, (0.3, 127), (0.2, 0)),
+        (ActFn::Log, (0.01, -128), (0.03, 255)),
+        (
+            ActFn::Swish {
+                sigmoid: (1.0 / 256.0, -128),
+            },
+            (0.06, -70),
+            (0.06, 60),
+        ),
+        (ActFn::Rsqrt, (0.05, -128), (0.04, 0)),
+        (ActFn::Sqrt, (0.02, -100), (0.03, 10)),
+    ];
+    for (i, (f, q8, qu8)) in fns.into_iter().enumerate() {
+        // Input quantization: scale 0.07 around zero point 3 (int8) / 131 (uint8).
+        let g = act_fn_graph(f, &[1, 5, 7, 19], DType::I8, (0.07, 3), q8);
+        check_graph(g, &format!("act_fn_{i}_{}_i8", f.name()));
+        let g = act_fn_graph(f, &[3, 40], DType::U8, (0.05, 131), qu8);
+        check_graph(g, &format!("act_fn_{i}_{}_u8", f.name()));
+    }
+}
+
+/// Two different tables in a row and a repeated one: the LUT slots are reloaded and reused.
+#[test]
+fn act_fn_chain_reloads_and_reuses_tables() {
+    use crate::ir::ActFn;
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 6, 6, 32], DType::I8, 0.05, -3);
+    let s1 = b.tensor("s1", &[1, 6, 6, 32], DType::I8, Some((1.0 / 256.0, -128)));
+    let t = b.tensor("t", &[1, 6, 6, 32], DType::I8, Some((1.0 / 128.0, 0)));
+    let y = b.output("y", &[1, 6, 6, 32], DType::I8, 1.0 / 256.0, -128);
+    b.op(OpKind::ActFn(ActFn::Logistic), vec![x], vec![s1]);
+    b.op(OpKind::ActFn(ActFn::Tanh), vec![s1], vec![t]);
+    b.op(OpKind::ActFn(ActFn::Logistic), vec![t], vec![y]);
+    check_graph(b.g, "act_fn_chain");
+}
+
+/// An int16 activation function is not an NPU LUT operation: a hardware-limit error naming the
+/// operator (the partitioner's signal), never a panic.
+#[test]
+fn act_fn_int16_is_a_limit_error() {
+    let g = act_fn_graph(
+        crate::ir::ActFn::Logistic,
+        &[1, 4, 4, 8],
+        DType::I16,
+        (1.0 / 4096.0, 0),
+        (1.0 / 32768.0, 0),
+    );
+    let err = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect_err("int16 LUT");
+    let msg = err.to_string();
+    assert!(msg.contains("Logistic") && msg.contains("i16"), "{msg}");
+}

@@ -1,16 +1,10 @@
 //! Lookup tables the NPU applies in its output stage (ACTIVATION = TABLE_n).
 //!
-//! Two kinds are built here:
-//! - the softmax exponent table: 256 x int32 (1024 bytes), indexed by `x - max(x) + 255`, holding
-//!   gemmlowp's `exp_on_negative_values` of the input difference scaled to Q5.26 — exactly the
-//!   values TFLite's int8/uint8 reference softmax computes per element (docs/numerics.md,
-//!   "Softmax");
-//! - 256-entry 8-bit tables for element-wise functions (sigmoid, tanh, ...), built the way
-//!   TFLite's `PopulateLookupTable` does (dequantize in f32, apply, round, requantize, clamp).
-//!
-//! Table order is the NPU's: entry `i` belongs to the (clipped) value `i - 128` for signed
-//! 8-bit data and `i` for unsigned data (the hardware offsets signed values by 128 before the
-//! lookup).
+//! The softmax exponent table is built here: 256 x int32 (1024 bytes), indexed by
+//! `x - max(x) + 255`, holding gemmlowp's `exp_on_negative_values` of the input difference scaled
+//! to Q5.26 — exactly the values TFLite's int8/uint8 reference softmax computes per element
+//! (docs/numerics.md, "Softmax"). The 8-bit tables of element-wise functions (sigmoid, tanh, ...)
+//! are the reference interpreter's own (`crate::reference::act_fn`, lowered by `act_fn.rs`).
 
 use crate::ir::quant::{
     quantize_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul as srdhm,
@@ -142,53 +136,6 @@ fn exp_on_negative_values_q5(a: i32) -> i32 {
     result
 }
 
-/// A 256-entry 8-bit table of `f` in the NPU's order, built like TFLite's `PopulateLookupTable`:
-/// `q_out = clamp(round(f(in_scale * (q_in - in_zp)) / out_scale) + out_zp)`, all in `f32` with
-/// the rounding half away from zero.
-///
-/// `signed` selects int8 (entry `i` is input `i - 128`) or uint8 (entry `i` is input `i`).
-#[allow(
-    dead_code,
-    reason = "for the sigmoid/tanh lowering; the IR has no such operator yet"
-)]
-pub(super) fn table_8bit(
-    signed: bool,
-    (in_scale, in_zp): (f32, i32),
-    (out_scale, out_zp): (f32, i32),
-    f: impl Fn(f32) -> f32,
-) -> [u8; 256] {
-    let (lo, hi) = if signed { (-128i32, 127i32) } else { (0, 255) };
-    let inverse_scale = 1.0f32 / out_scale;
-    let mut table = [0u8; 256];
-    for (i, t) in table.iter_mut().enumerate() {
-        let q = lo + i as i32;
-        let real = in_scale * (q - in_zp) as f32;
-        let rescaled = (f(real) * inverse_scale).round();
-        // `as` saturates non-finite and out-of-range values, as the clamp below needs.
-        let quantized = (rescaled as i32).saturating_add(out_zp).clamp(lo, hi);
-        *t = quantized as u8;
-    }
-    table
-}
-
-/// TFLite's int8/uint8 LOGISTIC table (output scale 1/256, zero point at the type minimum).
-#[allow(
-    dead_code,
-    reason = "for the sigmoid/tanh lowering; the IR has no such operator yet"
-)]
-pub(super) fn sigmoid_table(signed: bool, input: (f32, i32), output: (f32, i32)) -> [u8; 256] {
-    table_8bit(signed, input, output, |x| 1.0 / (1.0 + (-x).exp()))
-}
-
-/// TFLite's int8/uint8 TANH table.
-#[allow(
-    dead_code,
-    reason = "for the sigmoid/tanh lowering; the IR has no such operator yet"
-)]
-pub(super) fn tanh_table(signed: bool, input: (f32, i32), output: (f32, i32)) -> [u8; 256] {
-    table_8bit(signed, input, output, f32::tanh)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,65 +181,5 @@ mod tests {
         assert_eq!(t.entries[255], i32::MAX);
         assert_eq!(t.entries[254], 657, "exp(-15.0) in Q0.31");
         assert_eq!(t.entries[253], 0, "below diff_min");
-    }
-
-    /// TFLite 2.21's int8 LOGISTIC and TANH (reference kernels) for input scale
-    /// f32::from_bits(0x3cda5d61), zero point -23, at inputs -128..=127 (entry i = input i - 128),
-    /// recorded from the interpreter (BUILTIN_REF) on a converted model.
-    const TFLITE_SIGMOID: [i8; 256] = [
-        -113, -113, -113, -112, -112, -111, -111, -111, -110, -110, -109, -109, -108, -108, -107,
-        -107, -106, -106, -105, -105, -104, -103, -103, -102, -102, -101, -100, -100, -99, -98,
-        -97, -97, -96, -95, -94, -94, -93, -92, -91, -90, -90, -89, -88, -87, -86, -85, -84, -83,
-        -82, -81, -80, -79, -78, -77, -76, -75, -73, -72, -71, -70, -69, -67, -66, -65, -64, -62,
-        -61, -60, -58, -57, -56, -54, -53, -52, -50, -49, -47, -46, -44, -43, -41, -40, -38, -36,
-        -35, -33, -32, -30, -29, -27, -25, -24, -22, -20, -19, -17, -15, -14, -12, -10, -9, -7, -5,
-        -3, -2, 0, 2, 3, 5, 7, 9, 10, 12, 14, 15, 17, 19, 20, 22, 24, 25, 27, 29, 30, 32, 33, 35,
-        36, 38, 40, 41, 43, 44, 46, 47, 49, 50, 52, 53, 54, 56, 57, 58, 60, 61, 62, 64, 65, 66, 67,
-        69, 70, 71, 72, 73, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 90, 91,
-        92, 93, 94, 94, 95, 96, 97, 97, 98, 99, 100, 100, 101, 102, 102, 103, 103, 104, 105, 105,
-        106, 106, 107, 107, 108, 108, 109, 109, 110, 110, 111, 111, 111, 112, 112, 113, 113, 113,
-        114, 114, 114, 115, 115, 115, 116, 116, 116, 117, 117, 117, 117, 118, 118, 118, 118, 119,
-        119, 119, 119, 120, 120, 120, 120, 120, 121, 121, 121, 121, 121, 122, 122, 122, 122, 122,
-        122, 122, 123, 123, 123, 123, 123, 123, 123,
-    ];
-    const TFLITE_TANH: [i8; 256] = [
-        -127, -127, -127, -127, -127, -127, -127, -127, -127, -126, -126, -126, -126, -126, -126,
-        -126, -126, -126, -126, -125, -125, -125, -125, -125, -125, -124, -124, -124, -124, -124,
-        -123, -123, -123, -123, -122, -122, -122, -121, -121, -121, -120, -120, -119, -119, -118,
-        -118, -117, -117, -116, -116, -115, -114, -114, -113, -112, -111, -111, -110, -109, -108,
-        -107, -106, -105, -103, -102, -101, -100, -98, -97, -95, -94, -92, -90, -89, -87, -85, -83,
-        -81, -79, -77, -75, -72, -70, -67, -65, -62, -60, -57, -54, -52, -49, -46, -43, -40, -36,
-        -33, -30, -27, -24, -20, -17, -14, -10, -7, -3, 0, 3, 7, 10, 14, 17, 20, 24, 27, 30, 33,
-        36, 40, 43, 46, 49, 52, 54, 57, 60, 62, 65, 67, 70, 72, 75, 77, 79, 81, 83, 85, 87, 89, 90,
-        92, 94, 95, 97, 98, 100, 101, 102, 103, 105, 106, 107, 108, 109, 110, 111, 111, 112, 113,
-        114, 114, 115, 116, 116, 117, 117, 118, 118, 119, 119, 120, 120, 121, 121, 121, 122, 122,
-        122, 123, 123, 123, 123, 124, 124, 124, 124, 124, 125, 125, 125, 125, 125, 125, 126, 126,
-        126, 126, 126, 126, 126, 126, 126, 126, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127,
-        127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127,
-        127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127, 127,
-        127, 127, 127, 127, 127, 127, 127, 127,
-    ];
-
-    #[test]
-    fn tables_equal_tflite_reference() {
-        let input = (f32::from_bits(0x3cda_5d61), -23);
-        let sig = sigmoid_table(true, input, (1.0 / 256.0, -128));
-        assert_eq!(sig.map(|b| b as i8), TFLITE_SIGMOID);
-        let tanh = tanh_table(true, input, (1.0 / 128.0, 0));
-        assert_eq!(tanh.map(|b| b as i8), TFLITE_TANH);
-    }
-
-    /// TFLite's LOGISTIC int8 table for scale 1/16, zp 0 -> 1/256, -128: sigmoid(0) = 0.5 -> 0.
-    #[test]
-    fn sigmoid_table_layout() {
-        let t = sigmoid_table(true, (1.0 / 16.0, 0), (1.0 / 256.0, -128));
-        // Entry 128 is input 0.
-        assert_eq!(t[128] as i8, 0);
-        // sigmoid(-8) * 256 = 0.086 rounds to 0.
-        assert_eq!(t[0] as i8, -128);
-        assert_eq!(t[255] as i8, 127);
-        let u = tanh_table(false, (1.0 / 32.0, 128), (1.0 / 128.0, 128));
-        assert_eq!(u[128], 128);
-        assert_eq!(u[0], 0);
     }
 }

@@ -15,6 +15,7 @@ use super::npu_op::{Buffer, BufferId, BufferKind, ElemType, FeatureMap, Io, Layo
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Op, OpKind, TensorId};
 
+mod act_fn;
 mod concat;
 mod conv;
 mod elementwise;
@@ -403,6 +404,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             "the NPU lowering has no ARG_MAX/ARG_MIN; they run on the CPU",
         )),
         OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
+        OpKind::ActFn(_) => act_fn::lower(cx, op),
     }
 }
 

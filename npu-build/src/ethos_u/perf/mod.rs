@@ -364,7 +364,18 @@ pub fn estimate_events(events: &[Event], target: &Target, options: Options) -> E
                 u.bytes_written = u.bytes_written.saturating_add(written[m]);
             }
         };
-    for event in events {
+    // Vela charges the load of a stand-alone LUT operation's table (the table is an input of
+    // that operation), unlike a LUT fused as another operation's activation: per event, whether
+    // the next operation is a stand-alone LUT operation.
+    let mut next_is_lut = vec![false; events.len()];
+    let mut upcoming = false;
+    for (i, e) in events.iter().enumerate().rev() {
+        if let Event::Op(op) = e {
+            upcoming = op.is_standalone_lut();
+        }
+        next_is_lut[i] = upcoming;
+    }
+    for (i, event) in events.iter().enumerate() {
         match event {
             Event::Op(op) => {
                 let cost = costs.next().unwrap_or_default();
@@ -392,7 +403,7 @@ pub fn estimate_events(events: &[Event], target: &Target, options: Options) -> E
             }
             Event::Dma(dma) => {
                 let mut cost = dma_cost(dma, &mems);
-                if dma.dst == DmaEnd::Shram && !options.lut_loads {
+                if dma.dst == DmaEnd::Shram && !options.lut_loads && !next_is_lut[i] {
                     cost.cycles = 0;
                 }
                 let start = cp.max(dma_free);

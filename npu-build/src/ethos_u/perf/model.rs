@@ -378,7 +378,14 @@ impl<'a> Op<'a> {
         } else {
             7
         };
+        // A table lookup on a 1x1 average pool is a stand-alone LUT operation (sigmoid, tanh,
+        // GELU, ... lowered the way Vela lowers them). Vela's estimate takes the activation cost
+        // from the operation fused after the main one (Regor's
+        // `EstimateOutputCyclesPerElement`); a stand-alone LUT operation has none, so it is
+        // costed as an output stage without activation (fixtures op_logistic, op_gelu, ... on
+        // ethos-u55-256, where the difference shows).
         let act = match op.activation {
+            ActivationKind::Lut if op.is_standalone_lut() => 2,
             ActivationKind::Lut => 0,
             ActivationKind::Clip => 1,
             ActivationKind::None => 2,

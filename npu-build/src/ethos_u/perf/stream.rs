@@ -162,6 +162,15 @@ pub struct NpuOperation {
 }
 
 impl NpuOperation {
+    /// A table lookup on a 1x1 average pool: a stand-alone LUT operation (sigmoid, tanh, GELU,
+    /// ... as Vela lowers them), not a LUT fused into another operation's output stage.
+    pub fn is_standalone_lut(&self) -> bool {
+        self.activation == ActivationKind::Lut
+            && self.class == OpClass::Pool(PoolingMode::Average)
+            && self.kernel.height == 1
+            && self.kernel.width == 1
+    }
+
     /// Multiply-accumulates (as Vela counts them: OFM elements x kernel elements, x IFM depth
     /// for convolutions).
     pub fn macs(&self) -> u64 {

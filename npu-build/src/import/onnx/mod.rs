@@ -13,6 +13,7 @@
 mod builder;
 mod constant;
 mod external;
+mod float_fn;
 mod fold;
 mod island;
 mod layout;
@@ -73,7 +74,13 @@ pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> R
     for (name, c) in model.initializers {
         b.bind(&name, Val::Const(Rc::new(c)));
     }
-    for n in &model.nodes {
+    let outputs: std::collections::HashSet<String> =
+        model.outputs.iter().map(|d| d.name.clone()).collect();
+    let mut done = vec![false; model.nodes.len()];
+    for (k, n) in model.nodes.iter().enumerate() {
+        if done[k] || b.float_function(&model.nodes, k, &mut done, &outputs)? {
+            continue;
+        }
         b.node(n)?;
     }
     for decl in &model.outputs {

@@ -165,7 +165,7 @@ impl<'a> Importer<'a> {
                 return Err(Error::UnsupportedOp {
                     node,
                     op: code.name(),
-                    supported: supported_list(),
+                    supported: ops::supported_list(),
                 });
             }
             let options_type = ctx(t.u8(operator::BUILTIN_OPTIONS_TYPE, 0, &what))?;
@@ -548,13 +548,4 @@ impl<'a> Importer<'a> {
         }
         Ok(None)
     }
-}
-
-/// The supported builtin operators for error messages, sorted (the table itself is kept in the
-/// order operators were added, so branches append to it without conflicts).
-pub(crate) fn supported_list() -> String {
-    let mut names = ops::SUPPORTED.to_vec();
-    names.sort_unstable();
-    names.dedup();
-    names.join(", ")
 }

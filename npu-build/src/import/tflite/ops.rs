@@ -8,11 +8,12 @@ use super::{Importer, ctx};
 mod movement;
 use crate::error::{Error, Result};
 use crate::ir::{
-    Activation, ConvAttrs, DType, Op, OpKind, PadMode, Padding, PoolAttrs, ReduceOp, ResizeMode,
-    TensorId, TransposeConvAttrs,
+    ActFn, Activation, ConvAttrs, DType, Op, OpKind, PadMode, Padding, PoolAttrs, ReduceOp,
+    ResizeMode, TensorId, TransposeConvAttrs,
 };
 
-/// TFLite operators the importer maps, by their schema names (sorted within each family).
+/// TFLite operators the importer maps, by their schema names (grouped by the branch that added
+/// them; error messages sort them).
 pub const SUPPORTED: &[&str] = &[
     "ADD",
     "AVERAGE_POOL_2D",
@@ -71,7 +72,26 @@ pub const SUPPORTED: &[&str] = &[
     "REDUCE_MAX",
     "REDUCE_MIN",
     "SUM",
+    // act
+    "ELU",
+    "EXP",
+    "GELU",
+    "HARD_SWISH",
+    "LEAKY_RELU",
+    "LOG",
+    "LOGISTIC",
+    "RELU_0_TO_1",
+    "RSQRT",
+    "SQRT",
+    "TANH",
 ];
+
+/// [`SUPPORTED`] sorted, for messages (branches append their operators to the list).
+pub(super) fn supported_list() -> String {
+    let mut all = SUPPORTED.to_vec();
+    all.sort_unstable();
+    all.join(", ")
+}
 
 /// Whether builtin operator `code` is one of [`SUPPORTED`].
 pub fn is_supported(code: i32) -> bool {
@@ -131,6 +151,17 @@ pub fn is_supported(code: i32) -> bool {
             | b::REDUCE_MAX
             | b::REDUCE_MIN
             | b::SUM
+            | b::ELU
+            | b::EXP
+            | b::GELU
+            | b::HARD_SWISH
+            | b::LEAKY_RELU
+            | b::LOG
+            | b::LOGISTIC
+            | b::RELU_0_TO_1
+            | b::RSQRT
+            | b::SQRT
+            | b::TANH
     )
 }
 
@@ -806,11 +837,40 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 vec![x],
             )
         }
+        b::RELU_0_TO_1 => (
+            OpKind::Activation(Activation::Clip { min: 0.0, max: 1.0 }),
+            vec![x],
+        ),
+        b::LOGISTIC => (OpKind::ActFn(ActFn::Logistic), vec![x]),
+        b::TANH => (OpKind::ActFn(ActFn::Tanh), vec![x]),
+        b::EXP => (OpKind::ActFn(ActFn::Exp), vec![x]),
+        b::LOG => (OpKind::ActFn(ActFn::Log), vec![x]),
+        b::HARD_SWISH => (OpKind::ActFn(ActFn::HardSwish), vec![x]),
+        b::RSQRT => (OpKind::ActFn(ActFn::Rsqrt), vec![x]),
+        b::SQRT => (OpKind::ActFn(ActFn::Sqrt), vec![x]),
+        b::ELU => (OpKind::ActFn(ActFn::Elu { alpha: 1.0 }), vec![x]),
+        b::LEAKY_RELU => {
+            let alpha = match op.options(options_type::LEAKY_RELU) {
+                Some(o) => ctx(o.f32(opts::LEAKY_RELU_ALPHA, 0.0, &what))?,
+                None => 0.0,
+            };
+            if !alpha.is_finite() {
+                return Err(op.invalid(format!("alpha {alpha} is not finite")));
+            }
+            (OpKind::ActFn(ActFn::LeakyRelu { alpha }), vec![x])
+        }
+        b::GELU => {
+            let approximate = match op.options(options_type::GELU) {
+                Some(o) => ctx(o.bool(opts::GELU_APPROXIMATE, &what))?,
+                None => false,
+            };
+            (OpKind::ActFn(ActFn::Gelu { approximate }), vec![x])
+        }
         _ => {
             return Err(Error::UnsupportedOp {
                 node: op.node.clone(),
                 op: op.op_name.clone(),
-                supported: super::supported_list(),
+                supported: supported_list(),
             });
         }
     };

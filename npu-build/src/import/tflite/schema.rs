@@ -105,6 +105,8 @@ pub mod options_type {
     pub const GATHER: u8 = 23;
     pub const MIRROR_PAD: u8 = 77;
     pub const DEPTH_TO_SPACE: u8 = 94;
+    pub const LEAKY_RELU: u8 = 75;
+    pub const GELU: u8 = 116;
 }
 
 /// Field ids of the builtin options tables we read.
@@ -162,6 +164,8 @@ pub mod opts {
     pub const GATHER_BATCH_DIMS: usize = 1;
     /// `MirrorPadOptions.mode`: 0 REFLECT, 1 SYMMETRIC.
     pub const MIRROR_PAD_MODE: usize = 0;
+    pub const LEAKY_RELU_ALPHA: usize = 0;
+    pub const GELU_APPROXIMATE: usize = 0;
 }
 
 /// `enum TensorType` values we map to IR types.
@@ -264,6 +268,17 @@ pub mod builtin {
     pub const ARG_MIN: i32 = 79;
     pub const REDUCE_MAX: i32 = 82;
     pub const REDUCE_MIN: i32 = 89;
+    pub const LOGISTIC: i32 = 14;
+    pub const TANH: i32 = 28;
+    pub const EXP: i32 = 47;
+    pub const LOG: i32 = 73;
+    pub const LEAKY_RELU: i32 = 98;
+    pub const ELU: i32 = 111;
+    pub const HARD_SWISH: i32 = 117;
+    pub const GELU: i32 = 150;
+    pub const RELU_0_TO_1: i32 = 152;
+    pub const SQRT: i32 = 75;
+    pub const RSQRT: i32 = 76;
 }
 
 /// Name of a `BuiltinOperator` value, for messages (`CONV_2D`, ...).

@@ -72,6 +72,17 @@ const SUPPORTED: &[&str] = &[
     "ReduceMax",
     "ReduceMin",
     "ReduceSum",
+    // act: float functions of one tensor (see `float_fn`)
+    "Elu",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "HardSigmoid",
+    "HardSwish",
+    "LeakyRelu",
+    "Log",
+    "Sigmoid",
+    "Tanh",
 ];
 
 /// The supported operator list for error messages.

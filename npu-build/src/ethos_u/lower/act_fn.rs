@@ -1,0 +1,76 @@
+//! Element-wise functions of one 8-bit tensor ([`crate::ir::ActFn`]) as one NPU operation with
+//! a lookup table, the way Vela lowers LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, EXP, ... for
+//! int8/uint8 (`convert_to_lut`: a 1x1 average pool whose output stage looks the value up).
+//!
+//! The pool leaves the value unchanged (zero points 0, unit scale), so the output stage sees the
+//! raw input byte, clamps it to the type, adds the hardware's LUT offset (128 for signed data)
+//! and reads the table entry: exactly the table of the reference interpreter
+//! ([`crate::reference::act_fn::table`]), which is in that order.
+
+use npu_rt::ethos_u::regs::fields::{ActivationClipRange, RoundMode};
+
+use super::Lowering;
+use super::pool::nop;
+use crate::error::Result;
+use crate::ethos_u::npu_op::{Activation as NpuActivation, ElemType, Scale};
+use crate::ir::{Op, OpKind};
+use crate::reference::act_fn;
+
+/// Lowers an [`OpKind::ActFn`] operator.
+pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    let OpKind::ActFn(f) = op.kind else {
+        return Err(Lowering::invalid(
+            op,
+            "internal: not an element-wise function",
+        ));
+    };
+    let (&x, &y) = match (op.inputs.as_slice(), op.outputs.as_slice()) {
+        ([x], [y]) => (x, y),
+        _ => return Err(Lowering::invalid(op, "expects one input and one output")),
+    };
+    let g = cx.graph;
+    let (xt, yt) = (&g.tensors[x], &g.tensors[y]);
+    for t in [xt, yt] {
+        if !matches!(t.dtype, crate::ir::DType::I8 | crate::ir::DType::U8) {
+            return Err(cx.limit(
+                op,
+                format!(
+                    "tensor '{}' is {}; the NPU table lookup of {} takes int8 and uint8",
+                    t.name,
+                    t.dtype,
+                    f.name()
+                ),
+            ));
+        }
+    }
+    let table = act_fn::table(g, op, f)?;
+    let mut ifm = cx.fm(op, x)?;
+    let mut ofm = cx.fm(op, y)?;
+    if ifm.shape != ofm.shape {
+        return Err(Lowering::invalid(
+            op,
+            format!("input {:?} and output {:?} differ", ifm.shape, ofm.shape),
+        ));
+    }
+    // The table is indexed by the raw input value: no zero point on either side.
+    ifm.zero_point = 0;
+    ofm.zero_point = 0;
+    let (lo, hi) = ofm.dtype.range();
+    let lut = cx.const_buffer(format!("{}/lut", op.name), table.bytes.to_vec());
+    let activation = NpuActivation {
+        min: lo as i32,
+        max: hi as i32,
+        clip_range: ActivationClipRange::OfmPrecision,
+        lut: Some(lut),
+    };
+    debug_assert!(matches!(ofm.dtype, ElemType::I8 | ElemType::U8));
+    cx.program.ops.push(nop(
+        &op.name,
+        ifm,
+        ofm,
+        Scale::UNIT,
+        RoundMode::Natural,
+        activation,
+    ));
+    Ok(())
+}

@@ -1,0 +1,34 @@
+//! Table lookup of 8-bit values ([`Op::Lut8`](super::Op::Lut8)): every element-wise function of
+//! one int8/uint8 tensor (sigmoid, tanh, hard-swish, leaky ReLU, ELU, GELU, exp, log, swish)
+//! is a 256-entry table, built at compile time by the reference interpreter from TFLite's
+//! arithmetic for that operator.
+
+use super::kernels::operands;
+use super::{Buf, Elem};
+
+/// Entries of a [`Op::Lut8`](super::Op::Lut8) table.
+pub const LUT8_ENTRIES: usize = 256;
+
+/// `y[i] = table[x[i] + 128]` for int8, `table[x[i]]` for uint8 (the NPU's table order).
+pub(super) fn lut8(
+    x: Buf,
+    y: Buf,
+    len: u32,
+    elem: Elem,
+    table: Buf,
+    weights: &[u8],
+    arena: &mut [u8],
+) -> Option<()> {
+    let offset = match elem {
+        Elem::I8 => 128u8,
+        Elem::U8 => 0,
+        _ => return None,
+    };
+    let n = len as usize;
+    let ([x, t], y) = operands(weights, arena, [(x, n), (table, LUT8_ENTRIES)], (y, n))?;
+    for (o, &v) in y.iter_mut().zip(x) {
+        // Adding 128 modulo 256 turns the two's complement byte into its table index.
+        *o = t[usize::from(v.wrapping_add(offset))];
+    }
+    Some(())
+}
