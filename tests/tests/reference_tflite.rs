@@ -134,6 +134,14 @@ fixture_tests!(
     op_expand_dims,
     op_squeeze,
     op_concat_h,
+    op_strided_slice_masks,
+    op_slice_to_end,
+    op_split_h,
+    op_split_v_w,
+    op_pack_last,
+    op_unpack_last,
+    op_flatten_shape,
+    op_concat_w,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see
