@@ -142,6 +142,7 @@ fixture_tests!(
     op_unpack_last,
     op_flatten_shape,
     op_concat_w,
+    op_strided_slice_rewritten,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see
