@@ -418,7 +418,12 @@ fn matches_vela_on_every_single_op_fixture_and_accelerator() {
     let mut bad = Vec::new();
     for dir in &dirs {
         for accel in config::ALL {
-            let path = dir.join("vela").join(accel.name).join("registers.txt");
+            let vela = dir.join("vela").join(accel.name);
+            // Where Vela keeps the operator on the CPU there is no stream (VELA_FAILED.txt).
+            if vela.join("VELA_FAILED.txt").is_file() {
+                continue;
+            }
+            let path = vela.join("registers.txt");
             let (n, b) = check_fixture(&path, accel);
             assert!(n > 0, "{}: no NPU operations found", path.display());
             checked += n;
