@@ -58,6 +58,14 @@ fn check_all(models: &[String], exts: &[&str], targets: &[&str]) {
     let mut passed = 0;
     for model in models {
         for ext in exts {
+            // A fixture may lack its ONNX twin (its NOTES.txt says why).
+            if !fixtures_dir()
+                .join(model)
+                .join(format!("{model}.{ext}"))
+                .exists()
+            {
+                continue;
+            }
             for target in targets {
                 match run_case(model, ext, target, 0) {
                     Some(f) => failures.push(f),

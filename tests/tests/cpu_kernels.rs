@@ -184,6 +184,10 @@ fn every_single_op_fixture_all_on_the_cpu() {
     let mut failures = Vec::new();
     for m in &models {
         for ext in ["tflite", "onnx"] {
+            // A fixture may lack its ONNX twin (its NOTES.txt says why).
+            if !fixtures_dir().join(m).join(format!("{m}.{ext}")).exists() {
+                continue;
+            }
             failures.extend(check(m, ext, ALL_KINDS, true));
         }
     }

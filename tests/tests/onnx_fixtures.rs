@@ -249,6 +249,13 @@ fixture_tests! {
     op_gelu: "op_gelu", [];
     op_exp: "op_exp", [];
     op_relu_0_to_1: "op_relu_0_to_1", [];
+    op_slice_to_end: "op_slice_to_end", [0];
+    op_split_h: "op_split_h", [0, 1, 2, 3];
+    op_split_v_w: "op_split_v_w", [0, 1];
+    op_pack_last: "op_pack_last", [0, 1, 2];
+    op_unpack_last: "op_unpack_last", [0, 1, 2];
+    op_flatten_shape: "op_flatten_shape", [];
+    op_concat_w: "op_concat_w", [0];
 }
 
 /// Every fixture directory with an `.onnx` twin of a `.tflite` is covered by the list above.
@@ -329,6 +336,13 @@ fn every_fixture_is_listed() {
         "op_gelu",
         "op_exp",
         "op_relu_0_to_1",
+        "op_slice_to_end",
+        "op_split_h",
+        "op_split_v_w",
+        "op_pack_last",
+        "op_unpack_last",
+        "op_flatten_shape",
+        "op_concat_w",
     ];
     let dir = npu_tests::fixtures_dir();
     let mut found = Vec::new();

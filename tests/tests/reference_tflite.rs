@@ -134,6 +134,15 @@ fixture_tests!(
     op_gelu,
     op_exp,
     op_relu_0_to_1,
+    op_strided_slice_masks,
+    op_slice_to_end,
+    op_split_h,
+    op_split_v_w,
+    op_pack_last,
+    op_unpack_last,
+    op_flatten_shape,
+    op_concat_w,
+    op_strided_slice_rewritten,
 );
 
 /// The extra models of `tests/data/tflite_extra` (operators and attributes the fixtures lack; see

@@ -70,3 +70,68 @@ pub(super) fn slice(p: &SliceOp, weights: &[u8], arena: &mut [u8]) -> Option<()>
     }
     Some(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Buf, Op};
+    use super::*;
+
+    fn op(begin: [u32; 2], step: [i32; 2], size: [u32; 2]) -> Op {
+        let mut p = SliceOp {
+            x: Buf::arena(0),
+            y: Buf::arena(32),
+            elem_bytes: 1,
+            rank: 2,
+            shape: [1; MAX_RANK],
+            begin: [0; MAX_RANK],
+            step: [1; MAX_RANK],
+            size: [1; MAX_RANK],
+        };
+        p.shape[..2].copy_from_slice(&[4, 5]);
+        p.begin[..2].copy_from_slice(&begin);
+        p.step[..2].copy_from_slice(&step);
+        p.size[..2].copy_from_slice(&size);
+        Op::Slice(p)
+    }
+
+    #[test]
+    fn words_round_trip_and_boxes_are_read() {
+        // A 4x5 tensor holding 0..20; rows 3, 1 (step -2), columns 4, 2, 0 (step -2).
+        let o = op([3, 4], [-2, -2], [2, 3]);
+        let (w, n) = o.encode();
+        assert_eq!(Op::decode(&w[..n]), Some(o));
+        let mut arena = [0u8; 64];
+        for (i, b) in arena[..20].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        o.execute(&[], &mut arena).expect("runs");
+        assert_eq!(&arena[32..38], &[19, 17, 15, 9, 7, 5]);
+        // Forward steps.
+        let o = op([1, 0], [1, 2], [3, 3]);
+        o.execute(&[], &mut arena).expect("runs");
+        assert_eq!(&arena[32..41], &[5, 7, 9, 10, 12, 14, 15, 17, 19]);
+    }
+
+    #[test]
+    fn boxes_outside_the_input_and_zero_steps_are_refused() {
+        let mut arena = [0u8; 64];
+        assert!(
+            op([3, 0], [1, 1], [2, 5])
+                .execute(&[], &mut arena)
+                .is_none()
+        );
+        assert!(
+            op([0, 0], [-1, 1], [2, 5])
+                .execute(&[], &mut arena)
+                .is_none()
+        );
+        assert!(
+            op([0, 0], [0, 1], [2, 5])
+                .execute(&[], &mut arena)
+                .is_none()
+        );
+        // Too few words.
+        let (w, n) = op([0, 0], [1, 1], [1, 1]).encode();
+        assert_eq!(Op::decode(&w[..n - 1]), None);
+    }
+}

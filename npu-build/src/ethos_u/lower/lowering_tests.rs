@@ -277,6 +277,7 @@ fn random_input(rng: &mut Rng, t: &Tensor) -> Value {
         DType::I8 => Data::I8((0..n).map(|_| rng.range(-128, 127) as i8).collect()),
         DType::U8 => Data::U8((0..n).map(|_| rng.range(0, 255) as u8).collect()),
         DType::I16 => Data::I16((0..n).map(|_| rng.range(-32768, 32767) as i16).collect()),
+        DType::I32 => Data::I32((0..n).map(|_| rng.next() as i32).collect()),
         other => panic!("no random {other}"),
     };
     Value::new(t.shape.clone(), data).expect("value")
@@ -1749,4 +1750,259 @@ fn act_fn_int16_is_a_limit_error() {
     let err = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect_err("int16 LUT");
     let msg = err.to_string();
     assert!(msg.contains("Logistic") && msg.contains("i16"), "{msg}");
+}
+
+// ------------------------------------------------------------------------------------------
+// movea: Slice (SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK) on synthetic graphs.
+// ------------------------------------------------------------------------------------------
+
+/// A graph of one Slice of `x_shape` into an output of `y_shape`.
+fn slice_graph(
+    x_shape: &[usize],
+    y_shape: &[usize],
+    dtype: DType,
+    begin: &[usize],
+    step: &[i64],
+    size: &[usize],
+) -> Graph {
+    let mut b = Builder::default();
+    let x = b.input("x", x_shape, dtype, 0.05, -3);
+    let y = b.output("y", y_shape, dtype, 0.05, -3);
+    b.op(
+        OpKind::Slice {
+            begin: begin.to_vec(),
+            step: step.to_vec(),
+            size: size.to_vec(),
+        },
+        vec![x],
+        vec![y],
+    );
+    b.g
+}
+
+/// Like [`check_graph`] for graphs the NPU lowering must refuse with a hardware limit: the
+/// compiled program (the operator on the CPU kernel) on every accelerator, and all-CPU, must
+/// both equal the reference interpreter.
+fn check_graph_on_cpu(mut g: Graph, name: &str) {
+    g.name = name.into();
+    g.validate()
+        .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
+    match super::super::lower(&g, &ETHOS_U55_128) {
+        Err(crate::error::Error::HardwareLimit { .. }) => {}
+        Err(e) => panic!("{name}: expected a hardware limit, got {e}"),
+        Ok(_) => panic!("{name}: expected a hardware limit, but it lowered"),
+    }
+    let mut rng = Rng(0x51ce ^ name.len() as u64);
+    for trial in 0..3 {
+        let inputs: Vec<Value> = g
+            .inputs
+            .iter()
+            .map(|&t| random_input(&mut rng, &g.tensors[t]))
+            .collect();
+        let want = crate::reference::run(&g, &inputs)
+            .unwrap_or_else(|e| panic!("{name}: reference failed: {e}"));
+        for (accel, got) in run_compiled(&g, &inputs) {
+            for (k, w) in want.iter().enumerate() {
+                if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
+                    panic!("{name} trial {trial} output {k} on {accel}: {d}");
+                }
+            }
+        }
+        let got = run_all_cpu(&g, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, w) in want.iter().enumerate() {
+            if let Some(d) = diff(&got[k], &w.data.to_le_bytes(), w.dtype().size()) {
+                panic!("{name} trial {trial} output {k} on the CPU kernels: {d}");
+            }
+        }
+    }
+}
+
+#[test]
+fn slice_steps_on_h_and_w_run_on_the_npu() {
+    let g = slice_graph(
+        &[1, 8, 9, 16],
+        &[1, 4, 3, 8],
+        DType::I8,
+        &[0, 1, 0, 4],
+        &[1, 2, 3, 1],
+        &[1, 4, 3, 8],
+    );
+    check_graph(g, "slice_steps_hw");
+    // uint8 and int16 elements, a box at the far corner.
+    let g = slice_graph(
+        &[1, 5, 6, 7],
+        &[1, 2, 2, 3],
+        DType::U8,
+        &[0, 3, 4, 4],
+        &[1, 1, 1, 1],
+        &[1, 2, 2, 3],
+    );
+    check_graph(g, "slice_corner_u8");
+    let g = slice_graph(
+        &[1, 6, 6, 5],
+        &[1, 3, 2, 5],
+        DType::I16,
+        &[0, 0, 1, 0],
+        &[1, 2, 4, 1],
+        &[1, 3, 2, 5],
+    );
+    check_graph(g, "slice_steps_i16");
+    // int32 (moved as pairs of 16-bit elements).
+    let g = slice_graph(
+        &[1, 4, 4, 6],
+        &[1, 2, 4, 3],
+        DType::I32,
+        &[0, 1, 0, 2],
+        &[1, 2, 1, 1],
+        &[1, 2, 4, 3],
+    );
+    check_graph(g, "slice_i32");
+}
+
+#[test]
+fn slice_of_lower_ranks_and_shrunk_outputs() {
+    // Rank 2 ([N, C] is [1, N, C] on the NPU) and rank 3.
+    let g = slice_graph(&[6, 10], &[3, 5], DType::I8, &[1, 2], &[2, 1], &[3, 5]);
+    check_graph(g, "slice_rank2");
+    let g = slice_graph(
+        &[5, 6, 7],
+        &[2, 3, 6],
+        DType::I8,
+        &[3, 1, 1],
+        &[1, 2, 1],
+        &[2, 3, 6],
+    );
+    check_graph(g, "slice_rank3");
+    // UNPACK-like: one row of H, the axis dropped from the output.
+    let g = slice_graph(
+        &[1, 4, 6, 8],
+        &[1, 6, 8],
+        DType::I8,
+        &[0, 2, 0, 0],
+        &[1, 1, 1, 1],
+        &[1, 1, 6, 8],
+    );
+    check_graph(g, "slice_shrink_h");
+    // New axes in the output (STRIDED_SLICE new_axis_mask).
+    let g = slice_graph(
+        &[1, 4, 6, 8],
+        &[1, 1, 4, 8],
+        DType::I8,
+        &[0, 0, 5, 0],
+        &[1, 1, 1, 1],
+        &[1, 4, 1, 8],
+    );
+    check_graph(g, "slice_w_column");
+}
+
+#[test]
+fn slice_steps_the_strides_cannot_express_run_on_the_cpu() {
+    // A step along the channels.
+    let g = slice_graph(
+        &[1, 4, 4, 16],
+        &[1, 4, 4, 5],
+        DType::I8,
+        &[0, 0, 0, 1],
+        &[1, 1, 1, 3],
+        &[1, 4, 4, 5],
+    );
+    check_graph_on_cpu(g, "slice_step_c");
+    // Negative steps (reversed H, reversed W).
+    let g = slice_graph(
+        &[1, 5, 6, 3],
+        &[1, 5, 3, 3],
+        DType::I8,
+        &[0, 4, 5, 0],
+        &[1, -1, -2, 1],
+        &[1, 5, 3, 3],
+    );
+    check_graph_on_cpu(g, "slice_negative_steps");
+    // A batch slice of a rank-4 tensor with batch 2 (outside the [H, W, C] view).
+    let g = slice_graph(
+        &[2, 3, 4, 5],
+        &[1, 3, 4, 5],
+        DType::I8,
+        &[1, 0, 0, 0],
+        &[1, 1, 1, 1],
+        &[1, 3, 4, 5],
+    );
+    check_graph_on_cpu(g, "slice_batch");
+}
+
+#[test]
+fn split_into_slices_then_concat_round_trips() {
+    // SPLIT along C into 3 + 5, then concatenated back in the other order along C, and an
+    // UNPACK-like H split feeding a W concat: one input read by several slices.
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 4, 4, 8], DType::I8, 0.05, -3);
+    let a = b.tensor("a", &[1, 4, 4, 3], DType::I8, Some((0.05, -3)));
+    let c = b.tensor("c", &[1, 4, 4, 5], DType::I8, Some((0.05, -3)));
+    let y = b.output("y", &[1, 4, 4, 8], DType::I8, 0.05, -3);
+    for (t, at, n) in [(a, 0, 3), (c, 3, 5)] {
+        b.op(
+            OpKind::Slice {
+                begin: vec![0, 0, 0, at],
+                step: vec![1; 4],
+                size: vec![1, 4, 4, n],
+            },
+            vec![x],
+            vec![t],
+        );
+    }
+    b.op(
+        OpKind::Concat {
+            axis: 3,
+            activation: Activation::None,
+        },
+        vec![c, a],
+        vec![y],
+    );
+    check_graph(b.g, "split_concat_c");
+    let mut b = Builder::default();
+    let x = b.input("x", &[1, 4, 3, 8], DType::I8, 0.05, -3);
+    let rows: Vec<TensorId> = (0..4)
+        .map(|h| b.tensor(&format!("r{h}"), &[1, 1, 3, 8], DType::I8, Some((0.05, -3))))
+        .collect();
+    let y = b.output("y", &[1, 1, 12, 8], DType::I8, 0.05, -3);
+    for (h, &r) in rows.iter().enumerate() {
+        b.op(
+            OpKind::Slice {
+                begin: vec![0, h, 0, 0],
+                step: vec![1; 4],
+                size: vec![1, 1, 3, 8],
+            },
+            vec![x],
+            vec![r],
+        );
+    }
+    b.op(
+        OpKind::Concat {
+            axis: 2,
+            activation: Activation::None,
+        },
+        rows,
+        vec![y],
+    );
+    check_graph(b.g, "unpack_h_concat_w");
+}
+
+#[test]
+fn slice_outside_the_input_is_an_error_naming_the_node() {
+    let g = slice_graph(
+        &[1, 4, 4, 8],
+        &[1, 3, 4, 8],
+        DType::I8,
+        &[0, 2, 0, 0],
+        &[1, 1, 1, 1],
+        &[1, 3, 4, 8],
+    );
+    let Err(e) = crate::reference::Interpreter::new(&g) else {
+        panic!("the reference accepted a box outside its input");
+    };
+    let msg = e.to_string();
+    assert!(msg.contains("op0") && msg.contains("Slice"), "{msg}");
+    let Err(e) = crate::ethos_u::compile(&g, &ETHOS_U55_128) else {
+        panic!("the compiler accepted a box outside its input");
+    };
+    assert!(e.to_string().contains("op0"), "{e}");
 }

@@ -1261,3 +1261,167 @@ fn matmul_then_float_bias_add_becomes_one_fully_connected() {
         .collect();
     assert_eq!(out[0].data, Data::I8(want));
 }
+
+// movea: Slice and Split on activations.
+
+/// NCHW float `[1, 4, 6, 6]` -> Q/DQ -> MaxPool 1x1 (NHWC in the IR) -> `tail` -> outputs.
+fn nchw_movement_model(tail: impl FnOnce(M) -> M) -> M {
+    let m = M::new()
+        .input("x", dt::FLOAT, &[1, 4, 6, 6])
+        .qparams("q", 0.5, 3)
+        .q("x", "q", "xq")
+        .dq("xq", "q", "xd")
+        .node(
+            "MaxPool",
+            &["xd"],
+            &["p"],
+            vec![A::ints("kernel_shape", &[1, 1])],
+        )
+        .q("p", "q", "pq")
+        .dq("pq", "q", "pd");
+    tail(m)
+}
+
+/// The NCHW test input: multiples of 0.5 within the int8 range, so Q/DQ keep them exactly.
+fn nchw_movement_input() -> (Vec<f32>, Value) {
+    let x: Vec<f32> = (0..144)
+        .map(|i| ((i * 37) % 97) as f32 * 0.5 - 20.0)
+        .collect();
+    let v = Value::new(vec![1, 4, 6, 6], Data::F32(x.clone())).unwrap();
+    (x, v)
+}
+
+#[test]
+fn slice_axes_and_steps_follow_the_nchw_layout() {
+    // C 1..4 step 2 -> {1, 3}; W from 5 down by 2 -> {5, 3, 1}.
+    let m = nchw_movement_model(|m| {
+        m.output("y", dt::FLOAT, &[1, 2, 6, 3])
+            .init(T::from_i64("st", &[2], &[1, 5]))
+            .init(T::from_i64("en", &[2], &[4, -100]))
+            .init(T::from_i64("ax", &[2], &[1, 3]))
+            .init(T::from_i64("sp", &[2], &[2, -2]))
+            .node("Slice", &["pd", "st", "en", "ax", "sp"], &["s"], vec![])
+            .q("s", "q", "sq")
+            .dq("sq", "q", "y")
+    });
+    let g = m.ok();
+    let slice = g.ops.iter().find(|op| op.kind.name() == "Slice").unwrap();
+    assert_eq!(
+        slice.kind,
+        OpKind::Slice {
+            begin: vec![0, 0, 5, 1],
+            step: vec![1, 1, -2, 2],
+            size: vec![1, 6, 3, 2],
+        }
+    );
+    let (x, v) = nchw_movement_input();
+    let out = crate::reference::run(&g, &[v]).expect("run");
+    let mut want = Vec::new();
+    for c in [1, 3] {
+        for h in 0..6 {
+            for w in [5, 3, 1] {
+                want.push(x[c * 36 + h * 6 + w]);
+            }
+        }
+    }
+    assert_eq!(out[0].data, Data::F32(want));
+}
+
+#[test]
+fn split_forms_follow_the_nchw_layout() {
+    // Opset 13: `split` as an input, along H (IR axis 1).
+    let m = nchw_movement_model(|m| {
+        m.output("a", dt::FLOAT, &[1, 4, 2, 6])
+            .output("b", dt::FLOAT, &[1, 4, 4, 6])
+            .init(T::from_i64("sp", &[2], &[2, 4]))
+            .node(
+                "Split",
+                &["pd", "sp"],
+                &["s0", "s1"],
+                vec![A::int("axis", 2)],
+            )
+            .q("s0", "q", "s0q")
+            .dq("s0q", "q", "a")
+            .q("s1", "q", "s1q")
+            .dq("s1q", "q", "b")
+    });
+    let g = m.ok();
+    let slices: Vec<&OpKind> = g
+        .ops
+        .iter()
+        .filter(|op| op.kind.name() == "Slice")
+        .map(|op| &op.kind)
+        .collect();
+    assert_eq!(
+        slices,
+        [
+            &OpKind::Slice {
+                begin: vec![0, 0, 0, 0],
+                step: vec![1; 4],
+                size: vec![1, 2, 6, 4],
+            },
+            &OpKind::Slice {
+                begin: vec![0, 2, 0, 0],
+                step: vec![1; 4],
+                size: vec![1, 4, 6, 4],
+            },
+        ]
+    );
+    let (x, v) = nchw_movement_input();
+    let out = crate::reference::run(&g, &[v]).expect("run");
+    for (k, (h0, n)) in [(0usize, 2usize), (2, 4)].into_iter().enumerate() {
+        let mut want = Vec::new();
+        for c in 0..4 {
+            for h in h0..h0 + n {
+                for w in 0..6 {
+                    want.push(x[c * 36 + h * 6 + w]);
+                }
+            }
+        }
+        assert_eq!(out[k].data, Data::F32(want), "output {k}");
+    }
+    // Opset 18: `num_outputs` (6 = 3 + 3 along W, IR axis 2).
+    let m = nchw_movement_model(|m| {
+        m.output("a", dt::FLOAT, &[1, 4, 6, 3])
+            .output("b", dt::FLOAT, &[1, 4, 6, 3])
+            .node(
+                "Split",
+                &["pd"],
+                &["s0", "s1"],
+                vec![A::int("axis", 3), A::int("num_outputs", 2)],
+            )
+            .q("s0", "q", "s0q")
+            .dq("s0q", "q", "a")
+            .q("s1", "q", "s1q")
+            .dq("s1q", "q", "b")
+    });
+    let g = M { opset: 18, ..m }.ok();
+    let sizes: Vec<Vec<usize>> = g
+        .ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Slice { size, .. } => Some(size.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sizes, [vec![1, 6, 3, 4], vec![1, 6, 3, 4]]);
+    // A split that does not add up is an error naming the node (the importer takes opset 13+,
+    // where `split` is an input).
+    let m = nchw_movement_model(|m| {
+        m.output("a", dt::FLOAT, &[1, 1, 6, 6])
+            .output("b", dt::FLOAT, &[1, 3, 6, 6])
+            .init(T::from_i64("sp", &[2], &[1, 2]))
+            .node(
+                "Split",
+                &["pd", "sp"],
+                &["s0", "s1"],
+                vec![A::int("axis", 1)],
+            )
+            .q("s0", "q", "s0q")
+            .dq("s0q", "q", "a")
+            .q("s1", "q", "s1q")
+            .dq("s1q", "q", "b")
+    });
+    let e = m.import().expect_err("split of 3 for 4");
+    assert!(e.to_string().contains("Split_"), "{e}");
+}

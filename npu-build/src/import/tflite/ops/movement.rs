@@ -520,6 +520,14 @@ fn pack(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
     for k in 0..op.inputs.len() {
         let x = input(im, op, k)?;
         let xt = im.graph.tensors[x].clone();
+        // TFLite's PACK refuses inputs quantized unlike the output (`pack.cc` Prepare).
+        let yq = &im.graph.tensors[y].quant;
+        if xt.dtype != DType::I32 && xt.dtype != DType::I64 && xt.quant != *yq {
+            return Err(op.invalid(format!(
+                "input '{}' is quantized {:?} but the output {:?} (PACK moves values unchanged)",
+                xt.name, xt.quant, yq
+            )));
+        }
         let mut want = xt.shape.clone();
         want.insert(axis.min(want.len()), 1);
         if want
