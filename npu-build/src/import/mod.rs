@@ -61,8 +61,7 @@ pub fn from_bytes_in(bytes: &[u8], format: Format, name: &str, dir: &Path) -> Re
         Format::Onnx => onnx::import_from(bytes, name, Some(dir))?,
         Format::Tflite => tflite::import(bytes, name)?,
     };
-    graph.validate()?;
-    Ok(graph)
+    finish(graph)
 }
 
 /// The side files a model reads besides itself (an ONNX model's external data files, resolved
@@ -77,10 +76,16 @@ pub fn side_files(bytes: &[u8], format: Format, dir: &Path) -> Vec<std::path::Pa
 
 /// Imports a model from memory, validated.
 pub fn from_bytes(bytes: &[u8], format: Format, name: &str) -> Result<Graph> {
-    let mut graph = match format {
+    let graph = match format {
         Format::Onnx => onnx::import(bytes, name)?,
         Format::Tflite => tflite::import(bytes, name)?,
     };
+    finish(graph)
+}
+
+/// The passes both importers' graphs go through, whichever entry point imported them, then
+/// validation.
+fn finish(mut graph: Graph) -> Result<Graph> {
     fuse_act::fuse_swish(&mut graph);
     graph.validate()?;
     Ok(graph)

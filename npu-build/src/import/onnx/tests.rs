@@ -1041,18 +1041,41 @@ fn unary_qdq(op: &str, attrs: Vec<A>, dims: &[i64], out_scale: f32, out_zp: i8) 
 }
 
 #[test]
-fn sigmoid_without_integer_form_is_a_float_island() {
+fn sigmoid_between_qdq_is_tflites_integer_logistic() {
+    // A float function of one quantized tensor that TFLite has an integer kernel for is one
+    // ActFn (its 256-entry table, on the NPU), not a float island: within one output step of
+    // the float function onnxruntime evaluates.
     let g = unary_qdq("Sigmoid", vec![], &[1, 8], 1.0 / 256.0, -128).ok();
+    assert_eq!(kinds(&g), ["Logistic"]);
+    let x: Vec<i8> = vec![-128, -60, -17, -3, 0, 9, 40, 127];
+    let out = crate::reference::run(&g, &[Value::new(vec![1, 8], Data::I8(x.clone())).unwrap()])
+        .expect("run");
+    let Data::I8(got) = &out[0].data else {
+        panic!("int8 output expected, got {:?}", out[0].data.dtype())
+    };
+    for (&q, &y) in x.iter().zip(got) {
+        let r = 0.05 * (f64::from(q) + 3.0);
+        let s = 1.0 / (1.0 + (-r).exp());
+        let float = (s * 256.0).round_ties_even() - 128.0;
+        assert!((f64::from(y) - float).abs() <= 1.0, "x {q}: {y} vs {float}");
+    }
+}
+
+#[test]
+fn function_without_integer_form_is_a_float_island() {
+    // A lone HardSigmoid has no TFLite integer kernel: it runs in f32 between the conversions.
+    let g = unary_qdq("HardSigmoid", vec![], &[1, 8], 1.0 / 256.0, -128).ok();
     assert_eq!(kinds(&g), ["Dequantize", "FloatUnary", "Quantize"]);
     let x: Vec<i8> = vec![-128, -60, -17, -3, 0, 9, 40, 127];
     let out = crate::reference::run(&g, &[Value::new(vec![1, 8], Data::I8(x.clone())).unwrap()])
         .expect("run");
-    // ONNX: sigmoid of the dequantized values, quantized (round half to even) and saturated.
+    // ONNX: max(0, min(1, 0.2 x + 0.5)) of the dequantized values, quantized (round half to
+    // even) and saturated.
     let want: Vec<i8> = x
         .iter()
         .map(|&q| {
             let r = 0.05 * (f64::from(q) + 3.0);
-            let s = 1.0 / (1.0 + (-r).exp());
+            let s = (0.2 * r + 0.5).clamp(0.0, 1.0);
             ((s * 256.0).round_ties_even() - 128.0).clamp(-128.0, 127.0) as i8
         })
         .collect();
@@ -1069,9 +1092,10 @@ fn leaky_relu_alpha_reaches_the_float_function() {
         -3,
     )
     .ok();
+    // TFLite has an integer LEAKY_RELU: the function becomes one ActFn with the model's alpha.
     assert_eq!(
-        g.ops[1].kind,
-        OpKind::FloatUnary(crate::ir::FloatFn::LeakyRelu { alpha: 0.25 })
+        g.ops[0].kind,
+        OpKind::ActFn(crate::ir::ActFn::LeakyRelu { alpha: 0.25 })
     );
     let out = crate::reference::run(
         &g,
