@@ -61,12 +61,19 @@ fn outputs_match(model: &str) {
     );
 }
 
-/// Describes tensor `id` of `g` for comparison, without its name.
+/// Describes tensor `id` of `g` for comparison, without its name. A one-element constant is
+/// described without its rank: `[]` (TFLite) and `[1, 1, 1, 1]` (ONNX) broadcast alike, and the
+/// operator's output shape is compared on its own.
 fn tensor_desc(g: &Graph, id: TensorId) -> String {
     let t = &g.tensors[id];
+    let shape = if t.is_const() && t.elements() == 1 {
+        "one element".to_string()
+    } else {
+        format!("{:?}", t.shape)
+    };
     format!(
-        "{:?} {} quant={:?} data={}",
-        t.shape,
+        "{} {} quant={:?} data={}",
+        shape,
         t.dtype,
         t.quant,
         match &t.data {
@@ -249,6 +256,8 @@ fixture_tests! {
     op_gelu: "op_gelu", [];
     op_exp: "op_exp", [];
     op_relu_0_to_1: "op_relu_0_to_1", [];
+    op_log: "op_log", [];
+    op_rsqrt: "op_rsqrt", [];
     op_slice_to_end: "op_slice_to_end", [0];
     op_split_h: "op_split_h", [0, 1, 2, 3];
     op_split_v_w: "op_split_v_w", [0, 1];
@@ -336,6 +345,8 @@ fn every_fixture_is_listed() {
         "op_gelu",
         "op_exp",
         "op_relu_0_to_1",
+        "op_log",
+        "op_rsqrt",
         "op_slice_to_end",
         "op_split_h",
         "op_split_v_w",

@@ -134,6 +134,8 @@ fixture_tests!(
     op_gelu,
     op_exp,
     op_relu_0_to_1,
+    op_log,
+    op_rsqrt,
     op_strided_slice_masks,
     op_slice_to_end,
     op_split_h,
