@@ -204,11 +204,25 @@ fn rows(args: &Args) -> Result<Vec<Row>> {
             if !dir.is_dir() {
                 continue;
             }
-            let compiled = CompiledDir::load(&dir)?;
-            let config = compiled.accelerator(Some(accel))?;
-            let target = compiled.target(config, None, None)?;
-            let vela =
-                vela_side(&dir, &target, &model, args.vela.as_deref()).map_err(|e| brief(&e));
+            let (target, vela) = if dir.join("cmd_stream.bin").is_file() {
+                let compiled = CompiledDir::load(&dir)?;
+                let config = compiled.accelerator(Some(accel))?;
+                let target = compiled.target(config, None, None)?;
+                let vela =
+                    vela_side(&dir, &target, &model, args.vela.as_deref()).map_err(|e| brief(&e));
+                (target, vela)
+            } else {
+                // Vela kept the operator on the CPU (VELA_FAILED.txt): ours alone, on the
+                // accelerator's default system configuration and memory mode (the fixtures').
+                let reason = std::fs::read_to_string(dir.join("VELA_FAILED.txt"))
+                    .ok()
+                    .and_then(|t| t.lines().next().map(str::to_string))
+                    .unwrap_or_else(|| "no compilation in the directory".into());
+                (
+                    Target::new(accel, None, None)?,
+                    Err(format!("no NPU stream: {reason}")),
+                )
+            };
             let ours = if args.vela_only {
                 Err("not compiled (--vela-only)".to_string())
             } else {
