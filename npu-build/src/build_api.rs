@@ -285,21 +285,7 @@ impl Model {
 
     /// Fills unset options from `[package.metadata.npu]` of `manifest` (read with cargo_metadata).
     pub fn with_metadata_defaults(mut self, manifest: &Path) -> Result<Self> {
-        let meta = cargo_metadata::MetadataCommand::new()
-            .manifest_path(manifest)
-            .no_deps()
-            .exec()
-            .map_err(|e| Error::Other(format!("cargo metadata for {}: {e}", manifest.display())))?;
-        let canonical = manifest
-            .canonicalize()
-            .unwrap_or_else(|_| manifest.to_path_buf());
-        let package = meta.packages.iter().find(|p| {
-            p.manifest_path
-                .as_std_path()
-                .canonicalize()
-                .is_ok_and(|m| m == canonical)
-        });
-        let Some(npu) = package.and_then(|p| p.metadata.get("npu")) else {
+        let Some(npu) = npu_metadata(manifest)? else {
             return Ok(self);
         };
         let text = |key: &str| npu.get(key).and_then(|v| v.as_str()).map(str::to_string);
@@ -328,6 +314,27 @@ impl Model {
         }
         Ok(self)
     }
+}
+
+/// The `[package.metadata.npu]` table of the package whose manifest is `manifest` (read with
+/// cargo_metadata), or `None` when the package has none (a workspace root without a package has
+/// none either). The build.rs API and `cargo npu` both take their defaults from it.
+pub fn npu_metadata(manifest: &Path) -> Result<Option<serde_json::Value>> {
+    let meta = cargo_metadata::MetadataCommand::new()
+        .manifest_path(manifest)
+        .no_deps()
+        .exec()
+        .map_err(|e| Error::Other(format!("cargo metadata for {}: {e}", manifest.display())))?;
+    let canonical = manifest
+        .canonicalize()
+        .unwrap_or_else(|_| manifest.to_path_buf());
+    let package = meta.packages.into_iter().find(|p| {
+        p.manifest_path
+            .as_std_path()
+            .canonicalize()
+            .is_ok_and(|m| m == canonical)
+    });
+    Ok(package.and_then(|p| p.metadata.get("npu").cloned()))
 }
 
 fn syn_ident_ok(s: &str) -> Option<()> {

@@ -66,21 +66,7 @@ fn find_manifest() -> Option<PathBuf> {
 /// `[package.metadata.npu]` of the package whose manifest is `manifest` (empty defaults for a
 /// package without the table; a workspace root without a package has none either).
 pub(crate) fn read_defaults(manifest: &Path) -> Result<Defaults> {
-    let meta = cargo_metadata::MetadataCommand::new()
-        .manifest_path(manifest)
-        .no_deps()
-        .exec()
-        .map_err(|e| Error::Other(format!("cargo metadata for {}: {e}", manifest.display())))?;
-    let canonical = manifest
-        .canonicalize()
-        .unwrap_or_else(|_| manifest.to_path_buf());
-    let package = meta.packages.iter().find(|p| {
-        p.manifest_path
-            .as_std_path()
-            .canonicalize()
-            .is_ok_and(|m| m == canonical)
-    });
-    let Some(table) = package.and_then(|p| p.metadata.get("npu")) else {
+    let Some(table) = npu_build::build_api::npu_metadata(manifest)? else {
         return Ok(Defaults::default());
     };
     let text = |key: &str| -> Result<Option<String>> {
