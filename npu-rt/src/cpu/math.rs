@@ -173,23 +173,7 @@ impl PairwiseOp {
         w.put(self.kind as u32).elem(self.elem).put(self.rank);
         self.a_shape.put(w);
         self.b_shape.put(w);
-        let p = &self.p;
-        for v in [
-            p.za,
-            p.zb,
-            p.zo,
-            p.left_shift,
-            p.m1,
-            p.s1,
-            p.m2,
-            p.s2,
-            p.mo,
-            p.so,
-            p.lo,
-            p.hi,
-        ] {
-            w.int(v);
-        }
+        self.p.put(w);
     }
 
     pub(super) fn get(r: &mut Reader) -> Option<Self> {
@@ -208,20 +192,7 @@ impl PairwiseOp {
             rank: r.get()?,
             a_shape: <[u32; MAX_RANK]>::get(r)?,
             b_shape: <[u32; MAX_RANK]>::get(r)?,
-            p: BinaryParams {
-                za: r.int()?,
-                zb: r.int()?,
-                zo: r.int()?,
-                left_shift: r.int()?,
-                m1: r.int()?,
-                s1: r.int()?,
-                m2: r.int()?,
-                s2: r.int()?,
-                mo: r.int()?,
-                so: r.int()?,
-                lo: r.int()?,
-                hi: r.int()?,
-            },
+            p: BinaryParams::get(r)?,
         })
     }
 

@@ -351,6 +351,47 @@ pub struct BinaryParams {
     pub hi: i32,
 }
 
+impl BinaryParams {
+    /// The words of the parameters, in field order (Add/Sub/Mul and the pairwise operations
+    /// share this encoding).
+    fn put(&self, w: &mut Writer) {
+        for v in [
+            self.za,
+            self.zb,
+            self.zo,
+            self.left_shift,
+            self.m1,
+            self.s1,
+            self.m2,
+            self.s2,
+            self.mo,
+            self.so,
+            self.lo,
+            self.hi,
+        ] {
+            w.int(v);
+        }
+    }
+
+    /// Reads what [`BinaryParams::put`] wrote.
+    fn get(r: &mut Reader) -> Option<Self> {
+        Some(BinaryParams {
+            za: r.int()?,
+            zb: r.int()?,
+            zo: r.int()?,
+            left_shift: r.int()?,
+            m1: r.int()?,
+            s1: r.int()?,
+            m2: r.int()?,
+            s2: r.int()?,
+            mo: r.int()?,
+            so: r.int()?,
+            lo: r.int()?,
+            hi: r.int()?,
+        })
+    }
+}
+
 const OP_COPY: u32 = 1;
 const OP_QUANTIZE: u32 = 2;
 const OP_REQUANTIZE: u32 = 3;
@@ -579,22 +620,7 @@ impl Op {
                 for d in a_shape.iter().chain(&b_shape) {
                     w.put(*d);
                 }
-                for v in [
-                    p.za,
-                    p.zb,
-                    p.zo,
-                    p.left_shift,
-                    p.m1,
-                    p.s1,
-                    p.m2,
-                    p.s2,
-                    p.mo,
-                    p.so,
-                    p.lo,
-                    p.hi,
-                ] {
-                    w.int(v);
-                }
+                p.put(&mut w);
             }
             Op::Pool { x, y, elem, p } => {
                 w.put(OP_POOL).buf(x).buf(y).elem(elem);
@@ -717,20 +743,7 @@ impl Op {
                 for d in a_shape.iter_mut().chain(b_shape.iter_mut()) {
                     *d = r.get()?;
                 }
-                let p = BinaryParams {
-                    za: r.int()?,
-                    zb: r.int()?,
-                    zo: r.int()?,
-                    left_shift: r.int()?,
-                    m1: r.int()?,
-                    s1: r.int()?,
-                    m2: r.int()?,
-                    s2: r.int()?,
-                    mo: r.int()?,
-                    so: r.int()?,
-                    lo: r.int()?,
-                    hi: r.int()?,
-                };
+                let p = BinaryParams::get(&mut r)?;
                 Op::Binary {
                     a,
                     y,
