@@ -40,6 +40,8 @@ pub struct Model {
     cpu_fallback: Option<bool>,
     force_cpu: Vec<String>,
     weights_section: Option<String>,
+    input_names: Option<Vec<String>>,
+    output_names: Option<Vec<String>>,
 }
 
 /// What [`Model::expand`] produced.
@@ -113,6 +115,25 @@ impl Model {
     /// `.rodata`).
     pub fn weights_section(mut self, section: impl Into<String>) -> Self {
         self.weights_section = Some(section.into());
+        self
+    }
+
+    /// Names the inputs' fields and modules in the generated API, in model order, instead of
+    /// the names the exporter gave them (`serving_default_keras_tensor_0`). Each must be a Rust
+    /// identifier; a count that differs from the model's inputs is an error listing them.
+    ///
+    /// ```
+    /// let m = npu_build::Model::new("models/digits.tflite").inputs(["image"]).outputs(["logits"]);
+    /// # let _ = m;
+    /// ```
+    pub fn inputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.input_names = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Names the outputs, like [`Model::inputs`].
+    pub fn outputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.output_names = Some(names.into_iter().map(Into::into).collect());
         self
     }
 
@@ -205,6 +226,11 @@ impl Model {
             }
         };
         api.module = module;
+        rename_io(
+            &mut api,
+            self.input_names.as_deref(),
+            self.output_names.as_deref(),
+        )?;
         if let Some(limit) = self.sram_limit
             && api.sram_bytes as u64 > limit
         {
@@ -400,9 +426,74 @@ pub fn default_cache_root() -> PathBuf {
     root.join("target").join("npu-cache")
 }
 
+/// Applies the user's names for the inputs and outputs (see [`Model::inputs`]).
+fn rename_io(
+    api: &mut ModelApi,
+    inputs: Option<&[String]>,
+    outputs: Option<&[String]>,
+) -> Result<()> {
+    for (which, names, list) in [
+        ("inputs", inputs, &mut api.inputs),
+        ("outputs", outputs, &mut api.outputs),
+    ] {
+        let Some(names) = names else { continue };
+        if names.len() != list.len() {
+            let have: Vec<String> = list
+                .iter()
+                .map(|t| format!("'{}' (default name `{}`)", t.name, t.ident))
+                .collect();
+            return Err(Error::IoNames {
+                which,
+                detail: format!(
+                    "names {} tensor{} but the model has {} {}: {}",
+                    names.len(),
+                    if names.len() == 1 { "" } else { "s" },
+                    list.len(),
+                    if list.len() == 1 {
+                        which.trim_end_matches('s')
+                    } else {
+                        which
+                    },
+                    have.join(", ")
+                ),
+            });
+        }
+        for (t, n) in list.iter_mut().zip(names) {
+            if syn_ident_ok(n).is_none() || codegen::is_reserved(n) {
+                return Err(Error::IoNames {
+                    which,
+                    detail: format!(
+                        "name `{n}` for tensor '{}' is not usable: it must be a Rust identifier \
+                         and not a keyword or one of the module's own names (run, run_into, core, std)",
+                        t.name
+                    ),
+                });
+            }
+            t.ident = n.clone();
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for t in api.inputs.iter().chain(&api.outputs) {
+        if !seen.insert(t.ident.as_str()) {
+            return Err(Error::IoNames {
+                which: "inputs/outputs",
+                detail: format!(
+                    "name `{}` is used twice (inputs and outputs share the module's namespace)",
+                    t.ident
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &Path) -> ModelApi {
-    let io = |list: &[crate::ethos_u::IoTensor]| -> Vec<IoApi> {
-        let idents = codegen::unique_idents(list.iter().map(|t| t.name.as_str()));
+    // One namespace for inputs and outputs: each gets a `pub mod` in the generated module.
+    let mut idents =
+        codegen::unique_idents(c.inputs.iter().chain(&c.outputs).map(|t| t.name.as_str()))
+            .into_iter();
+    let mut io = |list: &[crate::ethos_u::IoTensor]| -> Vec<IoApi> {
+        let idents: Vec<String> = idents.by_ref().take(list.len()).collect();
         list.iter()
             .zip(idents)
             .map(|(t, ident)| IoApi {
@@ -425,6 +516,18 @@ fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &P
         }
     }
     let (sram, _dram, flash) = target.memory_use(c.arena_size, c.flash_bytes());
+    // The estimator on each command stream, as `npu report` does (CPU steps not included).
+    let npu_cycles_estimate = c
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Npu { command_stream, .. } => {
+                crate::ethos_u::perf::estimate_stream(command_stream, target).ok()
+            }
+            Step::Cpu(_) => None,
+        })
+        .map(|e| e.total_cycles)
+        .sum();
     ModelApi {
         module: String::new(),
         source: source.display().to_string(),
@@ -443,6 +546,8 @@ fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &P
         sram_bytes: sram,
         flash_bytes: flash,
         steps: step_apis(c),
+        npu_cycles_estimate,
+        npu_clock_hz: target.system_config.core_clock_hz as u64,
     }
 }
 

@@ -55,6 +55,12 @@ pub struct ModelApi {
     /// `cmd_stream.bin`).
     #[serde(default)]
     pub steps: Vec<StepApi>,
+    /// The estimator's cycles for the NPU command streams (CPU steps not counted).
+    #[serde(default)]
+    pub npu_cycles_estimate: u64,
+    /// NPU core clock of the system configuration, Hz.
+    #[serde(default)]
+    pub npu_clock_hz: u64,
 }
 
 /// One step of the generated `run`.
@@ -131,7 +137,16 @@ pub fn snake_ident(name: &str) -> String {
     out
 }
 
+/// Whether `ident` is one the generated module cannot give a tensor (a Rust keyword or one of
+/// the module's own names, e.g. `run`).
+pub fn is_reserved(ident: &str) -> bool {
+    RESERVED.contains(&ident)
+}
+
 /// Unique identifiers for a list of tensor names (duplicates get `_2`, `_3`, ...).
+///
+/// Inputs and outputs share the module's namespace (each gets a `pub mod`), so callers pass
+/// both lists in one call.
 pub fn unique_idents<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     names
@@ -290,6 +305,12 @@ pub fn generate(
     let weights_path = files.weights.to_string_lossy().into_owned();
     let target = &api.target;
     let fast = Literal::usize_unsuffixed(api.fast_scratch_size);
+    let est_cycles = Literal::u64_unsuffixed(api.npu_cycles_estimate);
+    let npu_ops = Literal::usize_unsuffixed(api.npu_ops);
+    let cpu_ops = Literal::usize_unsuffixed(api.cpu_ops);
+    let clock_hz = Literal::u64_unsuffixed(api.npu_clock_hz);
+    let system_config = &api.system_config;
+    let memory_mode = &api.memory_mode;
 
     let track = files.model.map(|m| {
         let m = m.to_string_lossy().into_owned();
@@ -481,6 +502,20 @@ pub fn generate(
             pub const TARGET: &str = #target;
             /// Bytes of the arena (region 1): feature maps, inputs and outputs.
             pub const ARENA_SIZE: usize = #arena_size;
+            /// System configuration (Vela's vela.ini name) the memory timing was taken from.
+            pub const SYSTEM_CONFIG: &str = #system_config;
+            /// Memory mode (`Shared_Sram`, `Sram_Only`, `Dedicated_Sram`).
+            pub const MEMORY_MODE: &str = #memory_mode;
+            /// NPU cycles of one inference as npu-build's estimator predicts them for this
+            /// target and system configuration (NPU command streams only; CPU operators are
+            /// not counted). Divide by [`NPU_CLOCK_HZ`] for seconds.
+            pub const ESTIMATED_NPU_CYCLES: u64 = #est_cycles;
+            /// NPU core clock of the system configuration, Hz.
+            pub const NPU_CLOCK_HZ: u64 = #clock_hz;
+            /// Operations of the model's graph that run on the NPU.
+            pub const NPU_OPERATIONS: usize = #npu_ops;
+            /// Operations of the model's graph that run on the CPU kernels (`npu_rt::cpu`).
+            pub const CPU_OPERATIONS: usize = #cpu_ops;
             /// Bytes of the fast scratch (region 2); 0 when unused.
             pub const FAST_SCRATCH_SIZE: usize = #fast;
 

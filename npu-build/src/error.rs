@@ -74,6 +74,9 @@ pub enum Error {
         needed: u64,
         limit: u64,
     },
+    /// `inputs = [...]` / `outputs = [...]`: names that do not fit the model's tensors.
+    #[error("`{which}` {detail}")]
+    IoNames { which: &'static str, detail: String },
     /// A failure of the virtual NPU while running a command stream.
     #[error("virtual NPU: {0}")]
     Sim(String),

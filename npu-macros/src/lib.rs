@@ -12,7 +12,8 @@
 //! Options (each at most once): `target = "ethos-u55-128"`, `system_config = "..."`,
 //! `memory_mode = "..."`, `name = ident`, `sram_limit = "512K"`, `cpu_fallback = bool`,
 //! `cpu = ["Softmax", "node name"]` (run these operator kinds or nodes on the CPU),
-//! `weights_section = ".rodata.npu"`. The path is relative to `CARGO_MANIFEST_DIR`.
+//! `weights_section = ".rodata.npu"`, `inputs = [image]` and `outputs = [logits]` (the names of
+//! the generated fields and modules, in model order, instead of the exporter's). The path is relative to `CARGO_MANIFEST_DIR`.
 //!
 //! Every failure is a `compile_error!` at the argument at fault: a missing file (with the
 //! resolved path), a file that is not a model, an unknown target (listing the valid ones), an
@@ -77,8 +78,34 @@ impl Parse for Args {
     }
 }
 
-const OPTIONS: &str =
-    "target, system_config, memory_mode, name, sram_limit, cpu_fallback, cpu, weights_section";
+const OPTIONS: &str = "target, system_config, memory_mode, name, sram_limit, cpu_fallback, cpu, weights_section, inputs, outputs";
+
+/// The identifiers of `inputs = [a, b]` / `outputs = [...]`.
+fn ident_list(opt: &Opt) -> syn::Result<Vec<String>> {
+    let err = |e: &dyn quote::ToTokens| {
+        syn::Error::new_spanned(
+            e,
+            format!(
+                "`{}` takes an array of identifiers, one per tensor in model order: {} = [name, ...]",
+                opt.key, opt.key
+            ),
+        )
+    };
+    let Expr::Array(list) = &opt.value else {
+        return Err(err(&opt.value));
+    };
+    list.elems
+        .iter()
+        .map(|e| match e {
+            Expr::Path(p) => p
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .ok_or_else(|| err(e)),
+            other => Err(err(other)),
+        })
+        .collect()
+}
 
 fn lit_str(opt: &Opt) -> syn::Result<String> {
     match &opt.value {
@@ -192,6 +219,14 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
                 m
             }
             "weights_section" => model.weights_section(lit_str(opt)?),
+            "inputs" => {
+                spans.inputs = Some(span);
+                model.inputs(ident_list(opt)?)
+            }
+            "outputs" => {
+                spans.outputs = Some(span);
+                model.outputs(ident_list(opt)?)
+            }
             _ => {
                 return Err(syn::Error::new(
                     opt.key.span(),
@@ -219,6 +254,8 @@ struct Spans {
     system_config: Option<Span>,
     memory_mode: Option<Span>,
     sram_limit: Option<Span>,
+    inputs: Option<Span>,
+    outputs: Option<Span>,
 }
 
 impl Spans {
@@ -242,6 +279,14 @@ impl Spans {
                 (span.unwrap_or(at_path), e.to_string())
             }
             E::Budget { .. } => (self.sram_limit.unwrap_or(at_path), e.to_string()),
+            E::IoNames { which, .. } => {
+                let span = match *which {
+                    "inputs" => self.inputs,
+                    "outputs" => self.outputs,
+                    _ => self.outputs.or(self.inputs),
+                };
+                (span.unwrap_or(at_path), e.to_string())
+            }
             // These already name the file.
             E::Io { .. } | E::NotAModel { .. } => (at_path, e.to_string()),
             _ => (at_path, format!("{}: {e}", model.resolved_path().display())),
