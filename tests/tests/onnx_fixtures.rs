@@ -185,6 +185,7 @@ fixture_tests! {
     // tf2onnx writes this Concat on the int8 tensors directly, with no quantization anywhere.
     op_concat: "op_concat", [0];
     op_conv1x1: "op_conv1x1", [];
+    digits: "digits", [];
     op_conv3x3_s1_relu6: "op_conv3x3_s1_relu6", [];
     op_conv3x3_s2: "op_conv3x3_s2", [];
     op_conv5x5_valid: "op_conv5x5_valid", [];
@@ -275,6 +276,7 @@ fn every_fixture_is_listed() {
         "op_avgpool2x2",
         "op_concat",
         "op_conv1x1",
+        "digits",
         "op_conv3x3_s1_relu6",
         "op_conv3x3_s2",
         "op_conv5x5_valid",

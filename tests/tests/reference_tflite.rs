@@ -64,6 +64,7 @@ fixture_tests!(
     op_avgpool2x2,
     op_concat,
     op_conv1x1,
+    digits,
     op_conv3x3_s1_relu6,
     op_conv3x3_s2,
     op_conv5x5_valid,

@@ -16,6 +16,7 @@ pub(crate) fn finish(b: &mut Builder) {
     merge_slice_reshape(b);
     prune(b);
     resolve_quantization(b);
+    merge_reshape_chains(b);
     compact(b);
 }
 
@@ -145,6 +146,72 @@ fn drop_ops(b: &mut Builder, removed: &[bool]) {
         k += 1;
         !removed[k - 1]
     });
+}
+
+/// Collapses `Reshape(Reshape(x))` into one Reshape and drops Reshapes that change nothing.
+///
+/// tf2onnx brackets NHWC graphs with layout changes; where a dimension is 1 the transposes
+/// become Reshapes, and an 8x8x1 input turns into `[1,8,8,1] -> [1,1,8,8] -> [1,8,8,1]`. The
+/// TFLite twin has neither, and the IR of the two should be the same graph.
+fn merge_reshape_chains(b: &mut Builder) {
+    let counts = consumer_counts(b);
+    let mut prod = producers(b);
+    let mut removed = vec![false; b.g.ops.len()];
+    let same_kind = |b: &Builder, x: TensorId, y: TensorId| {
+        let (x, y) = (&b.g.tensors[x], &b.g.tensors[y]);
+        x.dtype == y.dtype && x.quant == y.quant
+    };
+    // In graph order, so a chain's earlier links are already collapsed.
+    for k in 0..b.g.ops.len() {
+        let (OpKind::Reshape, &[t], &[out]) = (
+            &b.g.ops[k].kind,
+            b.g.ops[k].inputs.as_slice(),
+            b.g.ops[k].outputs.as_slice(),
+        ) else {
+            continue;
+        };
+        let Some(&m) = prod.get(&t) else { continue };
+        if removed[m] || !matches!(b.g.ops[m].kind, OpKind::Reshape) || !single_use(b, &counts, t) {
+            continue;
+        }
+        let &[src] = b.g.ops[m].inputs.as_slice() else {
+            continue;
+        };
+        if same_kind(b, src, t) && same_kind(b, t, out) {
+            b.g.ops[k].inputs = vec![src];
+            removed[m] = true;
+            prod.remove(&t);
+        }
+    }
+    // A Reshape to its own shape: its readers read the source instead (unless it is a graph
+    // output, whose tensor must stay).
+    for k in 0..b.g.ops.len() {
+        if removed[k] {
+            continue;
+        }
+        let (OpKind::Reshape, &[src], &[out]) = (
+            &b.g.ops[k].kind,
+            b.g.ops[k].inputs.as_slice(),
+            b.g.ops[k].outputs.as_slice(),
+        ) else {
+            continue;
+        };
+        if b.g.outputs.contains(&out)
+            || b.g.tensors[src].shape != b.g.tensors[out].shape
+            || !same_kind(b, src, out)
+        {
+            continue;
+        }
+        removed[k] = true;
+        for op in &mut b.g.ops {
+            for i in &mut op.inputs {
+                if *i == out {
+                    *i = src;
+                }
+            }
+        }
+    }
+    drop_ops(b, &removed);
 }
 
 /// Removes ops none of whose outputs is used.
