@@ -48,7 +48,7 @@ for level in "${levels[@]}"; do
         [ "$variant" = no-pmu ] && features=(--features no-pmu)
         [ "$variant" = noop ] && features=(--features noop-npu)
         CARGO_PROFILE_RELEASE_OPT_LEVEL=$level \
-            cargo build --quiet --release -p "$PKG" --target "$TARGET" "${features[@]}"
+            cargo build --quiet --release -p "$PKG" --bin "$PKG" --target "$TARGET" "${features[@]}"
         cp "$OUT" "$WORK/$variant-$level.elf"
     done
     d=$WORK/driver-$level.elf

@@ -280,7 +280,9 @@ fn mixed_steps(
                     pub static #name: [u32; #n] = [#(#ws),*];
                 });
                 body.push(quote! {
-                    npu_rt::cpu::run(#k, &#name, &WEIGHTS.0, &mut *arena)?;
+                    npu.cpu_op(#k, #op, &mut || {
+                        npu_rt::cpu::run(#k, &#name, &WEIGHTS.0, &mut *arena)
+                    })?;
                 });
             }
         }

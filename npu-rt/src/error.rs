@@ -17,6 +17,14 @@ pub enum Error {
         /// CONFIG word the hardware reports.
         found: u32,
     },
+    /// No Ethos-U answered at the register window: its `ID` register reads `id` (0 or all
+    /// ones, what an absent device or unmapped address returns). Nothing was written to it.
+    NoDevice {
+        /// CPU address of the register window (0 when the driver has none, e.g. a model).
+        base: usize,
+        /// What the `ID` register read.
+        id: u32,
+    },
     /// The arena (or the fast scratch) is smaller than the model needs.
     ArenaTooSmall { needed: usize, given: usize },
     /// The NPU's architecture version (`ID` register) is older than, or of another major
@@ -54,6 +62,10 @@ impl fmt::Display for Error {
             Error::ConfigMismatch { expected, found } => write!(
                 f,
                 "NPU configuration mismatch: model compiled for CONFIG {expected:#010x}, hardware reports {found:#010x}"
+            ),
+            Error::NoDevice { base, id } => write!(
+                f,
+                "no Ethos-U answered at {base:#010x}: its ID register reads {id:#010x} (absent device or wrong address)"
             ),
             Error::ArenaTooSmall { needed, given } => {
                 write!(f, "arena too small: {needed} bytes needed, {given} given")

@@ -44,6 +44,36 @@ impl Job<'_> {
 pub trait Npu {
     /// Runs `job` to completion.
     fn run(&mut self, job: Job<'_>) -> Result<(), Error>;
+
+    /// Runs step `step` of a model's `run`, an operator (`op`, e.g. `"Conv2D"`) on the CPU
+    /// kernels: `kernel` does the work. The default just calls it; an implementation may
+    /// wrap it to time or trace the CPU operators (the firmware example counts instructions
+    /// per operator this way).
+    ///
+    /// ```
+    /// use npu_rt::{Error, Job, Npu};
+    /// struct Counting(usize);
+    /// impl Npu for Counting {
+    ///     fn run(&mut self, _: Job<'_>) -> Result<(), Error> { Ok(()) }
+    ///     fn cpu_op(&mut self, _step: usize, _op: &'static str,
+    ///               kernel: &mut dyn FnMut() -> Result<(), Error>) -> Result<(), Error> {
+    ///         self.0 += 1;
+    ///         kernel()
+    ///     }
+    /// }
+    /// let mut npu = Counting(0);
+    /// npu.cpu_op(0, "Softmax", &mut || Ok(())).unwrap();
+    /// assert_eq!(npu.0, 1);
+    /// ```
+    fn cpu_op(
+        &mut self,
+        step: usize,
+        op: &'static str,
+        kernel: &mut dyn FnMut() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let _ = (step, op);
+        kernel()
+    }
 }
 
 /// A 16-byte aligned wrapper for command streams, weights and arenas (the NPU's addressing

@@ -6,7 +6,8 @@
 //! predictions, checks that every output (all ten logits of every image) equals the output of
 //! TFLite's reference kernels, and shows what the NPU did. Exits non-zero on any mismatch.
 //!
-//! `cargo run --release -p digits`
+//! `cargo run --release -p digits` (with `-- --predictions`: only the line of predicted digits,
+//! one per image, that the Cortex-M55 firmware `digits-qemu` prints too, for comparing them).
 
 mod npy;
 
@@ -86,6 +87,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<bool, String> {
+    let only_predictions = std::env::args().skip(1).any(|a| a == "--predictions");
     let images = npy::parse(IMAGES, "|i1").map_err(|e| format!("images.npy: {e}"))?;
     let labels = npy::parse(LABELS, "|u1").map_err(|e| format!("labels.npy: {e}"))?;
     let want = npy::parse(TFLITE_LOGITS, "|i1").map_err(|e| format!("tflite_logits.npy: {e}"))?;
@@ -102,24 +104,27 @@ fn run() -> Result<bool, String> {
         ));
     }
 
-    println!(
-        "digits: a CNN trained on handwritten digits, compiled by include_model! for {} ({}): {} operations on the NPU, {} on the CPU",
-        digits::TARGET,
-        digits::SYSTEM_CONFIG,
-        digits::NPU_OPERATIONS,
-        digits::CPU_OPERATIONS,
-    );
-    println!(
-        "  input `image` {:?} int8 (scale {}, zero point {}), output `logits` {:?}; arena {} bytes, weights {} bytes, command stream {} bytes",
-        digits::image::SHAPE,
-        digits::image::SCALE,
-        digits::image::ZERO_POINT,
-        digits::logits::SHAPE,
-        digits::ARENA_SIZE,
-        digits::WEIGHTS.0.len(),
-        digits::COMMAND_STREAM.0.len(),
-    );
-    println!("  running the {n} held-out images on the virtual Ethos-U55-128 ...");
+    let say = !only_predictions;
+    if say {
+        println!(
+            "digits: a CNN trained on handwritten digits, compiled by include_model! for {} ({}): {} operations on the NPU, {} on the CPU",
+            digits::TARGET,
+            digits::SYSTEM_CONFIG,
+            digits::NPU_OPERATIONS,
+            digits::CPU_OPERATIONS,
+        );
+        println!(
+            "  input `image` {:?} int8 (scale {}, zero point {}), output `logits` {:?}; arena {} bytes, weights {} bytes, command stream {} bytes",
+            digits::image::SHAPE,
+            digits::image::SCALE,
+            digits::image::ZERO_POINT,
+            digits::logits::SHAPE,
+            digits::ARENA_SIZE,
+            digits::WEIGHTS.0.len(),
+            digits::COMMAND_STREAM.0.len(),
+        );
+        println!("  running the {n} held-out images on the virtual Ethos-U55-128 ...");
+    }
 
     let mut npu = VirtualNpu::new(&ETHOS_U55_128);
     let mut arena = digits::Arena::new();
@@ -130,6 +135,7 @@ fn run() -> Result<bool, String> {
     let mut mismatches = Vec::new();
     let mut shown: Vec<(usize, usize)> = Vec::new(); // (image, prediction)
     let mut wrong: Vec<(usize, usize)> = Vec::new();
+    let mut predictions = String::with_capacity(n);
     let started = std::time::Instant::now();
     for k in 0..n {
         let pixels = &images.data[k * per_image..(k + 1) * per_image];
@@ -150,6 +156,7 @@ fn run() -> Result<bool, String> {
         }
         let label = usize::from(labels.data[k]);
         let predicted = argmax(got);
+        predictions.push(char::from(b'0' + predicted as u8));
         if label > 9 {
             return Err(format!("image {k}: label {label} is not a digit"));
         }
@@ -163,6 +170,10 @@ fn run() -> Result<bool, String> {
         }
     }
     let elapsed = started.elapsed();
+    if only_predictions {
+        println!("predictions: {predictions}");
+        return Ok(mismatches.is_empty());
+    }
 
     let image_of = |k: usize| -> Vec<i8> {
         images.data[k * per_image..(k + 1) * per_image]

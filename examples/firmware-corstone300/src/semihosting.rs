@@ -1,23 +1,33 @@
 //! Console output and exit over Arm semihosting (`BKPT 0xAB` on M-profile): `SYS_WRITE0`
-//! prints a NUL-terminated string on the host's console, `SYS_EXIT` ends the simulation.
+//! prints a NUL-terminated string on the host's console, `SYS_EXIT_EXTENDED` ends the
+//! simulation with an exit status (QEMU exits with it; a failed run must not look like a
+//! passed one to CI).
+//!
+//! Source: Arm's "Semihosting for AArch32 and AArch64" specification (operation numbers,
+//! `ADP_Stopped_ApplicationExit`, the two-word parameter block of `SYS_EXIT_EXTENDED`).
 
 use core::arch::asm;
 use core::fmt;
 
 /// Semihosting operation: write a NUL-terminated string.
 const SYS_WRITE0: usize = 0x04;
-/// Semihosting operation: report an exit to the debugger or model.
+/// Semihosting operation: report an exit to the debugger or model (AArch32: the reason only).
 const SYS_EXIT: usize = 0x18;
+/// Semihosting operation: report an exit with a status (parameter block: reason, status).
+const SYS_EXIT_EXTENDED: usize = 0x20;
 /// `SYS_EXIT` reason: the application exited.
 const ADP_STOPPED_APPLICATION_EXIT: usize = 0x2_0026;
+/// `SYS_EXIT` reason for a failure when `SYS_EXIT_EXTENDED` is not implemented: any reason
+/// but `ApplicationExit` makes QEMU exit with status 1.
+const ADP_STOPPED_RUN_TIME_ERROR_UNKNOWN: usize = 0x2_0023;
 
 /// One semihosting call.
 fn call(op: usize, arg: usize) -> usize {
     let ret;
     // SAFETY: BKPT 0xAB is the semihosting trap: the debugger or model reads r0 (operation) and
-    // r1 (argument, here a pointer to a NUL-terminated buffer that outlives the call, or an
-    // exit code), writes its result to r0 and resumes after the BKPT. It touches no other
-    // register and no memory the compiler owns.
+    // r1 (argument: a pointer to a NUL-terminated buffer or to SYS_EXIT_EXTENDED's two-word
+    // block, both outliving the call, or an exit reason), writes its result to r0 and resumes
+    // after the BKPT. It reads that memory and writes no memory the compiler owns.
     unsafe {
         asm!("bkpt #0xab", inout("r0") op => ret, in("r1") arg, options(nostack, readonly));
     }
@@ -70,9 +80,17 @@ impl fmt::Write for Console {
     }
 }
 
-/// Ends the run (the model or debugger stops); spins if nothing listens.
-pub fn exit() -> ! {
-    call(SYS_EXIT, ADP_STOPPED_APPLICATION_EXIT);
+/// Ends the run with exit status `status` (0: success); spins if nothing listens.
+pub fn exit(status: u32) -> ! {
+    let block = [ADP_STOPPED_APPLICATION_EXIT, status as usize];
+    call(SYS_EXIT_EXTENDED, block.as_ptr() as usize);
+    // Only reached where SYS_EXIT_EXTENDED is not implemented: keep at least success/failure.
+    let reason = if status == 0 {
+        ADP_STOPPED_APPLICATION_EXIT
+    } else {
+        ADP_STOPPED_RUN_TIME_ERROR_UNKNOWN
+    };
+    call(SYS_EXIT, reason);
     loop {
         core::hint::spin_loop();
     }

@@ -185,8 +185,8 @@ fn merge_reshape_chains(b: &mut Builder) {
     }
     // A Reshape to its own shape: its readers read the source instead (unless it is a graph
     // output, whose tensor must stay).
-    for k in 0..b.g.ops.len() {
-        if removed[k] {
+    for (k, gone) in removed.clone().into_iter().enumerate() {
+        if gone {
             continue;
         }
         let (OpKind::Reshape, &[src], &[out]) = (

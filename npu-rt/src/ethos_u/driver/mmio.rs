@@ -10,6 +10,10 @@ pub trait Mmio {
     fn read32(&mut self, offset: u32) -> u32;
     /// Writes `value` to the register at byte `offset`.
     fn write32(&mut self, offset: u32, value: u32);
+    /// The window's CPU address, for error messages (0 where there is none, e.g. a model).
+    fn base_address(&self) -> usize {
+        0
+    }
 }
 
 impl<T: Mmio + ?Sized> Mmio for &mut T {
@@ -18,6 +22,9 @@ impl<T: Mmio + ?Sized> Mmio for &mut T {
     }
     fn write32(&mut self, offset: u32, value: u32) {
         (**self).write32(offset, value)
+    }
+    fn base_address(&self) -> usize {
+        (**self).base_address()
     }
 }
 
@@ -65,6 +72,10 @@ impl Mmio for VolatileMmio {
             // SAFETY: as in `read32`: an aligned word inside the register window.
             unsafe { p.write_volatile(value) }
         }
+    }
+
+    fn base_address(&self) -> usize {
+        self.base as usize
     }
 }
 

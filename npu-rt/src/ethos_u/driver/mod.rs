@@ -2,7 +2,7 @@
 //!
 //! A run ([`EthosU::run_job`], or [`crate::Npu::run`]):
 //! 1. parses the COP1 payload and checks the arena and fast scratch sizes;
-//! 2. soft-resets the NPU (`RESET`, then polls `STATUS.reset_status`, bounded);
+//! 2. checks that an NPU answers at all (`ID` is neither 0 nor all ones), then soft-resets it (`RESET`, then polls `STATUS.reset_status`, bounded);
 //! 3. checks `CONFIG` (product, MACs per cycle, command stream version, custom DMA) and `ID`
 //!    (architecture) against the payload's OPTIMIZER_CONFIG: a stream built for another
 //!    configuration is an error, never a silently wrong result;
@@ -201,6 +201,7 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
             offset: job.command_stream.len(),
         })?;
         job.check_sizes()?;
+        self.check_present()?;
         self.reset()?;
         self.check_hardware(want_config, want_id)?;
         self.regs
@@ -259,6 +260,21 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
             }
         }
         Err(Error::Timeout { status })
+    }
+
+    /// Whether an Ethos-U answers at the window: an absent device (an unmapped address, a
+    /// system without the NPU, an emulator that does not model it) reads as all zeros or all
+    /// ones, and no Ethos-U has an `ID` of either (its architecture major version is 1).
+    /// Checked before the reset so nothing is written to a window that is not an NPU.
+    fn check_present(&mut self) -> Result<(), Error> {
+        let id = self.regs.read32(offset::ID);
+        if id == 0 || id == u32::MAX {
+            return Err(Error::NoDevice {
+                base: self.regs.base_address(),
+                id,
+            });
+        }
+        Ok(())
     }
 
     fn check_hardware(&mut self, want_config: u32, want_id: u32) -> Result<(), Error> {

@@ -210,6 +210,53 @@ fn reset_that_never_finishes_times_out() {
     );
 }
 
+/// What an absent device returns: every read the same word (0 where the bus reads as zero,
+/// as QEMU's mps3-an547 does at the NPU's address; all ones on buses that float high).
+struct Absent(u32, Vec<(u32, u32)>);
+
+impl Mmio for Absent {
+    fn read32(&mut self, _: u32) -> u32 {
+        self.0
+    }
+    fn write32(&mut self, off: u32, value: u32) {
+        self.1.push((off, value));
+    }
+    fn base_address(&self) -> usize {
+        0x5810_2000
+    }
+}
+
+#[test]
+fn no_device_is_its_own_error_and_nothing_is_written() {
+    for word in [0, u32::MAX] {
+        let mut hw = Absent(word, Vec::new());
+        let cmd = payload(&ETHOS_U55_128);
+        let mut npu = EthosU::with_mmio(&mut hw).with_platform(Low);
+        let job = Job {
+            command_stream: &cmd,
+            weights: &[],
+            arena: &mut [0u8; 16],
+            fast_scratch: &mut [],
+            arena_needed: 16,
+            fast_scratch_needed: 0,
+        };
+        let err = npu.run_job(job).unwrap_err();
+        assert_eq!(
+            err,
+            Error::NoDevice {
+                base: 0x5810_2000,
+                id: word
+            }
+        );
+        let text = std::format!("{err}");
+        assert!(
+            text.starts_with("no Ethos-U answered at 0x58102000"),
+            "{text}"
+        );
+        assert!(hw.1.is_empty(), "wrote {:?} to an absent device", hw.1);
+    }
+}
+
 #[test]
 fn hardware_mismatches_are_errors() {
     // A U65 stream on a U55.

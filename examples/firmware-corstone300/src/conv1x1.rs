@@ -2,7 +2,6 @@
 //! output checksum and the comparison with TFLite's reference output.
 
 use core::fmt::Write;
-use core::panic::PanicInfo;
 
 use cortex_m_rt::entry;
 #[cfg(feature = "noop-npu")]
@@ -12,7 +11,8 @@ use npu_rt::ethos_u::EthosU;
 #[cfg(not(any(feature = "noop-npu", feature = "no-pmu")))]
 use npu_rt::ethos_u::driver::PmuConfig;
 
-use crate::semihosting::{Console, exit};
+use firmware_corstone300::npy::{data as npy_data, fnv1a};
+use firmware_corstone300::semihosting::{Console, exit};
 
 // The command stream and the weights go to `.npu_rom` (DDR, see memory.x): the NPU cannot
 // read the ITCM where the rest of .rodata lives.
@@ -26,21 +26,6 @@ npu_macros::include_model!(
 /// out).
 static INPUT_NPY: &[u8] = include_bytes!("../../../fixtures/op_conv1x1/io/input_0.npy");
 static OUTPUT_NPY: &[u8] = include_bytes!("../../../fixtures/op_conv1x1/io/output_0.npy");
-
-/// The data of a version 1.x `.npy` file (magic, version, 16-bit header length, header).
-fn npy_data(npy: &[u8]) -> Option<&[u8]> {
-    let magic = npy.get(..6)?;
-    if magic != b"\x93NUMPY" || npy.get(6) != Some(&1) {
-        return None;
-    }
-    let len = u16::from_le_bytes([*npy.get(8)?, *npy.get(9)?]) as usize;
-    npy.get(10 + len..)
-}
-
-/// 32-bit FNV-1a: a checksum to compare runs by eye.
-fn fnv1a(bytes: impl Iterator<Item = u8>) -> u32 {
-    bytes.fold(0x811c_9dc5, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
-}
 
 /// An NPU that does nothing: the baseline for measuring the driver's flash.
 #[cfg(feature = "noop-npu")]
@@ -94,7 +79,7 @@ fn main() -> ! {
     let Some(data) = npy_data(INPUT_NPY) else {
         let _ = writeln!(out, "bad input .npy");
         out.flush();
-        exit();
+        exit(2);
     };
     for (d, s) in input
         .serving_default_keras_tensor_161_0_flat_mut()
@@ -107,15 +92,15 @@ fn main() -> ! {
     #[cfg(not(feature = "noop-npu"))]
     // SAFETY: NPU_BASE is the Ethos-U55's register window on Corstone-300 (device memory,
     // always mapped) and nothing else in this firmware drives the NPU.
-    let npu = unsafe { EthosU::new(crate::platform::NPU_BASE as *mut u32) }
-        .with_platform(crate::platform::An547);
+    let npu = unsafe { EthosU::new(firmware_corstone300::platform::NPU_BASE as *mut u32) }
+        .with_platform(firmware_corstone300::platform::An547);
     #[cfg(not(any(feature = "noop-npu", feature = "no-pmu")))]
     let npu = npu.with_pmu(PmuConfig::DEFAULT);
     #[cfg(feature = "noop-npu")]
     let npu = NoNpu;
     let mut npu = npu;
 
-    match op_conv1x1::run_into(&mut npu, ARENA, &input, OUTPUT) {
+    let status = match op_conv1x1::run_into(&mut npu, ARENA, &input, OUTPUT) {
         Ok(()) => {
             let got = OUTPUT.stateful_partitioned_call_1_0_flat();
             let sum = fnv1a(got.iter().map(|&v| v as u8));
@@ -128,11 +113,13 @@ fn main() -> ! {
                 "output {} TFLite's reference",
                 if same { "equals" } else { "DIFFERS FROM" }
             );
+            if same { 0 } else { 1 }
         }
         Err(e) => {
             let _ = writeln!(out, "inference failed: {e}");
+            1
         }
-    }
+    };
     // The counters of the run, also of one that failed after the NPU started.
     #[cfg(not(any(feature = "noop-npu", feature = "no-pmu")))]
     if let Some(report) = npu.pmu_report() {
@@ -142,13 +129,5 @@ fn main() -> ! {
         print_pmu_numbers(&mut out, report);
     }
     out.flush();
-    exit()
-}
-
-#[panic_handler]
-fn panic(info: &PanicInfo) -> ! {
-    let mut out = Console::new();
-    let _ = writeln!(out, "panic: {info}");
-    out.flush();
-    exit()
+    exit(status)
 }
