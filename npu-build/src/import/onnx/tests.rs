@@ -758,6 +758,8 @@ fn slice_and_gather_fold() {
     let m = M::new()
         .input("x", dt::INT8, &[1, 2, 3, 4])
         .output("z", dt::INT8, &[1, 3, 8])
+        // An output too, so the Reshape chain stays two Reshapes and both folded shapes show.
+        .output("y", dt::INT8, &[1, 4, 3, 2])
         .init(T::from_i64("first", &[1], &[-4]))
         .init(T::from_i64("s3", &[1], &[3]))
         .init(T::from_i64("s0", &[1], &[0]))
@@ -1448,4 +1450,29 @@ fn split_forms_follow_the_nchw_layout() {
     });
     let e = m.import().expect_err("split of 3 for 4");
     assert!(e.to_string().contains("Split_"), "{e}");
+}
+
+#[test]
+fn reshape_chains_collapse_and_identity_reshapes_vanish() {
+    // tf2onnx's NHWC -> NCHW -> NHWC bracket around a one-channel input, as Reshapes.
+    let m = M::new()
+        .input("x", dt::INT8, &[1, 8, 8, 1])
+        .output("z", dt::INT8, &[1, 64])
+        .init(T::from_i64("nchw", &[4], &[1, 1, 8, 8]))
+        .init(T::from_i64("nhwc", &[4], &[1, 8, 8, 1]))
+        .init(T::from_i64("flat", &[2], &[1, 64]))
+        .node("Reshape", &["x", "nchw"], &["a"], vec![])
+        .node("Reshape", &["a", "nhwc"], &["b"], vec![])
+        .qparams("qa", 0.5, 0)
+        .dq("b", "qa", "bd")
+        .node("Relu", &["bd"], &["cd"], vec![])
+        .q("cd", "qa", "c")
+        .node("Reshape", &["c", "flat"], &["z"], vec![]);
+    let g = m.ok();
+    let kinds: Vec<&str> = g.ops.iter().map(|op| op.kind.name()).collect();
+    // The bracket is gone: Relu reads the graph input; the last Reshape (to a new shape, and a
+    // graph output) stays.
+    assert_eq!(kinds.last(), Some(&"Reshape"));
+    assert!(!kinds[..kinds.len() - 1].contains(&"Reshape"), "{kinds:?}");
+    assert_eq!(g.ops[0].inputs[0], g.inputs[0]);
 }
