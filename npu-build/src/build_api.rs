@@ -517,17 +517,7 @@ fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &P
     }
     let (sram, _dram, flash) = target.memory_use(c.arena_size, c.flash_bytes());
     // The estimator on each command stream, as `npu report` does (CPU steps not included).
-    let npu_cycles_estimate = c
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Npu { command_stream, .. } => {
-                crate::ethos_u::perf::estimate_stream(command_stream, target).ok()
-            }
-            Step::Cpu(_) => None,
-        })
-        .map(|e| e.total_cycles)
-        .sum();
+    let npu_cycles_estimate = crate::ethos_u::perf::npu_cycles(c, target).unwrap_or(0);
     ModelApi {
         module: String::new(),
         source: source.display().to_string(),

@@ -162,15 +162,7 @@ pub fn split_json(c: &Compiled) -> serde_json::Value {
 /// estimated cycles and time of `npu_build::ethos_u::perf`).
 pub fn report_json(c: &Compiled, target: &Target) -> serde_json::Value {
     // A mixed model: the sum over its NPU command streams (CPU steps are not estimated).
-    let estimates: Option<Vec<_>> = c
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Npu { command_stream, .. } => Some(command_stream),
-            Step::Cpu(_) => None,
-        })
-        .map(|cs| npu_build::ethos_u::perf::estimate_stream(cs, target).ok())
-        .collect();
+    let estimates = npu_build::ethos_u::perf::estimate_compiled(c, target).ok();
     let cycles = estimates
         .as_ref()
         .map(|es| es.iter().map(|e| e.total_cycles).sum::<u64>());

@@ -262,11 +262,28 @@ pub fn estimate_stream_with(stream: &[u8], target: &Target, options: Options) ->
     Ok(estimate_events(&decode(stream)?, target, options))
 }
 
-/// Estimates a compiled model's command stream on `target` (its accelerator should be the
+/// Estimates each NPU command stream of a compiled model on `target`, in execution order (one
+/// for a model entirely on the NPU; CPU steps are not estimated). Its accelerator should be the
 /// one the model was compiled for; the system configuration and memory mode set the memory
-/// timing).
-pub fn estimate_compiled(compiled: &Compiled, target: &Target) -> Result<Estimate> {
-    estimate_stream(&compiled.command_stream, target)
+/// timing.
+pub fn estimate_compiled(compiled: &Compiled, target: &Target) -> Result<Vec<Estimate>> {
+    compiled
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            crate::ethos_u::Step::Npu { command_stream, .. } => Some(command_stream),
+            crate::ethos_u::Step::Cpu(_) => None,
+        })
+        .map(|cs| estimate_stream(cs, target))
+        .collect()
+}
+
+/// The estimated NPU cycles of a compiled model: [`estimate_compiled`]'s streams summed.
+pub fn npu_cycles(compiled: &Compiled, target: &Target) -> Result<u64> {
+    Ok(estimate_compiled(compiled, target)?
+        .iter()
+        .map(|e| e.total_cycles)
+        .sum())
 }
 
 /// The part of `value` that the slices up to `upto` of `whole` get, minus what the slices up
