@@ -214,10 +214,16 @@ impl Model {
                                 .into(),
                     })?;
                 let graph = import::from_bytes_in(&bytes, format, &module, dir_of_model)?;
+                let defaults = crate::ethos_u::CompileOptions::for_target(&target);
                 let options = crate::ethos_u::CompileOptions {
                     cpu_fallback: self.cpu_fallback.unwrap_or(true),
                     force_cpu: self.force_cpu.clone(),
-                    ..crate::ethos_u::CompileOptions::for_target(&target)
+                    // The SRAM budget caps the fast scratch where the arena is in DRAM.
+                    fast_scratch: defaults.fast_scratch.map(|f| {
+                        self.sram_limit
+                            .map_or(f, |l| f.min(usize::try_from(l).unwrap_or(usize::MAX)))
+                    }),
+                    ..defaults
                 };
                 let compiled = crate::ethos_u::compile_with(&graph, target.accelerator, &options)?;
                 let api = model_api(&compiled, &graph, &target, &self.path);
@@ -276,6 +282,8 @@ impl Model {
             target.memory_mode.name.hash(&mut h);
             self.cpu_fallback.hash(&mut h);
             self.force_cpu.hash(&mut h);
+            // It caps the fast scratch of Dedicated_Sram modes.
+            self.sram_limit.hash(&mut h);
             h.finish()
         };
         (u128::from(parts(0x6e70_7531)) << 64) | u128::from(parts(0x6e70_7532))
@@ -516,6 +524,8 @@ fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &P
         }
     }
     let (sram, _dram, flash) = target.memory_use(c.arena_size, c.flash_bytes());
+    // The fast scratch is SRAM too.
+    let sram = sram + c.fast_scratch_size;
     // The estimator on each command stream, as `npu report` does (CPU steps not included).
     let npu_cycles_estimate = crate::ethos_u::perf::npu_cycles(c, target).unwrap_or(0);
     ModelApi {

@@ -258,7 +258,7 @@ fn mixed_steps(
                         command_stream: &#name.0,
                         weights: &WEIGHTS.0,
                         arena: &mut *arena,
-                        fast_scratch: &mut [],
+                        fast_scratch: &mut *fast,
                         arena_needed: ARENA_SIZE,
                         fast_scratch_needed: FAST_SCRATCH_SIZE,
                     })?;
@@ -486,7 +486,7 @@ pub fn generate(
                     command_stream: &COMMAND_STREAM.0,
                     weights: &WEIGHTS.0,
                     arena: &mut *arena,
-                    fast_scratch: &mut [],
+                    fast_scratch: &mut *fast,
                     arena_needed: ARENA_SIZE,
                     fast_scratch_needed: FAST_SCRATCH_SIZE,
                 })?;
@@ -494,100 +494,62 @@ pub fn generate(
         ),
     };
 
-    quote! {
-        #[doc = #module_doc]
-        #[allow(dead_code, clippy::all)]
-        pub mod #module {
-            #track
-
-            /// Accelerator configuration the command stream was compiled for.
-            pub const TARGET: &str = #target;
-            /// Bytes of the arena (region 1): feature maps, inputs and outputs.
-            pub const ARENA_SIZE: usize = #arena_size;
-            /// System configuration (Vela's vela.ini name) the memory timing was taken from.
-            pub const SYSTEM_CONFIG: &str = #system_config;
-            /// Memory mode (`Shared_Sram`, `Sram_Only`, `Dedicated_Sram`).
-            pub const MEMORY_MODE: &str = #memory_mode;
-            /// NPU cycles of one inference as npu-build's estimator predicts them for this
-            /// target and system configuration (NPU command streams only; CPU operators are
-            /// not counted). Divide by [`NPU_CLOCK_HZ`] for seconds.
-            pub const ESTIMATED_NPU_CYCLES: u64 = #est_cycles;
-            /// NPU core clock of the system configuration, Hz.
-            pub const NPU_CLOCK_HZ: u64 = #clock_hz;
-            /// Operations of the model's graph that run on the NPU.
-            pub const NPU_OPERATIONS: usize = #npu_ops;
-            /// Operations of the model's graph that run on the CPU kernels (`npu_rt::cpu`).
-            pub const CPU_OPERATIONS: usize = #cpu_ops;
-            /// Bytes of the fast scratch (region 2); 0 when unused.
-            pub const FAST_SCRATCH_SIZE: usize = #fast;
-
-            #stream_statics
-            /// Region 0: encoded weights, scales, lookup tables and constants.
-            #section
-            pub static WEIGHTS: npu_rt::Aligned16<[u8; #weights_len]> =
-                npu_rt::Aligned16(*include_bytes!(#weights_path));
-
-            /// The arena: scratch memory of exactly the size the model needs, 16-byte aligned.
-            /// Place it in a `static` (it is usually too large for a stack).
+    // A model with a fast scratch (region 2: the SRAM when the arena is in DRAM) takes it as a
+    // parameter of its own, so the caller places it in the NPU's SRAM.
+    let run_fns = if api.fast_scratch_size > 0 {
+        quote! {
+            /// The fast scratch (region 2): intermediate feature maps the compiler placed in
+            /// the NPU's SRAM (the arena is in DRAM in this memory mode). Place it in a `static`
+            /// in that SRAM.
             #[repr(C, align(16))]
-            pub struct Arena(pub [u8; ARENA_SIZE]);
+            pub struct FastScratch(pub [u8; FAST_SCRATCH_SIZE]);
 
-            impl Arena {
-                /// A zeroed arena (usable in `static` initializers).
+            impl FastScratch {
+                /// A zeroed fast scratch (usable in `static` initializers).
                 pub const fn new() -> Self {
-                    Arena([0; ARENA_SIZE])
+                    FastScratch([0; FAST_SCRATCH_SIZE])
                 }
             }
 
-            impl Default for Arena {
+            impl Default for FastScratch {
                 fn default() -> Self {
                     Self::new()
                 }
             }
 
-            /// The model's inputs, one field per input tensor, in model order.
-            #[derive(Clone, Debug, PartialEq)]
-            pub struct Input {
-                #(#in_fields)*
+            /// Runs the model: copies `input` into the arena, runs the command stream(s) on `npu`
+            /// with `fast` as the fast scratch (and the CPU operators, if any, in between), and
+            /// returns the outputs.
+            pub fn run<N: npu_rt::Npu + ?Sized>(
+                npu: &mut N,
+                arena: &mut Arena,
+                fast: &mut FastScratch,
+                input: &Input,
+            ) -> Result<Output, npu_rt::Error> {
+                let mut output = Output::zeroed();
+                run_into(npu, arena, fast, input, &mut output)?;
+                Ok(output)
             }
 
-            impl Input {
-                /// All elements zero.
-                pub const fn zeroed() -> Self {
-                    Input { #(#in_zeros)* }
-                }
-                #(#in_helpers)*
+            /// Like [`run`], writing the outputs into `output` (no copy of the output struct).
+            pub fn run_into<N: npu_rt::Npu + ?Sized>(
+                npu: &mut N,
+                arena: &mut Arena,
+                fast: &mut FastScratch,
+                input: &Input,
+                output: &mut Output,
+            ) -> Result<(), npu_rt::Error> {
+                let arena = &mut arena.0[..];
+                let fast = &mut fast.0[..];
+                let _ = &fast;
+                #(#in_copies)*
+                #steps_body
+                #(#out_copies)*
+                Ok(())
             }
-
-            impl Default for Input {
-                fn default() -> Self {
-                    Self::zeroed()
-                }
-            }
-
-            /// The model's outputs, one field per output tensor, in model order.
-            #[derive(Clone, Debug, PartialEq)]
-            pub struct Output {
-                #(#out_fields)*
-            }
-
-            impl Output {
-                /// All elements zero.
-                pub const fn zeroed() -> Self {
-                    Output { #(#out_zeros)* }
-                }
-                #(#out_helpers)*
-            }
-
-            impl Default for Output {
-                fn default() -> Self {
-                    Self::zeroed()
-                }
-            }
-
-            #(#in_mods)*
-            #(#out_mods)*
-
+        }
+    } else {
+        quote! {
             /// Runs the model: copies `input` into the arena, runs the command stream(s) on `npu`
             /// (and the CPU operators, if any, in between), and returns the outputs.
             pub fn run<N: npu_rt::Npu + ?Sized>(
@@ -608,11 +570,111 @@ pub fn generate(
                 output: &mut Output,
             ) -> Result<(), npu_rt::Error> {
                 let arena = &mut arena.0[..];
+                let fast: &mut [u8] = &mut [];
+                let _ = &fast;
                 #(#in_copies)*
                 #steps_body
                 #(#out_copies)*
                 Ok(())
             }
         }
-    }
+    };
+
+    quote! {
+            #[doc = #module_doc]
+            #[allow(dead_code, clippy::all)]
+            pub mod #module {
+                #track
+
+                /// Accelerator configuration the command stream was compiled for.
+                pub const TARGET: &str = #target;
+                /// Bytes of the arena (region 1): feature maps, inputs and outputs.
+                pub const ARENA_SIZE: usize = #arena_size;
+                /// System configuration (Vela's vela.ini name) the memory timing was taken from.
+                pub const SYSTEM_CONFIG: &str = #system_config;
+                /// Memory mode (`Shared_Sram`, `Sram_Only`, `Dedicated_Sram`).
+                pub const MEMORY_MODE: &str = #memory_mode;
+                /// NPU cycles of one inference as npu-build's estimator predicts them for this
+                /// target and system configuration (NPU command streams only; CPU operators are
+                /// not counted). Divide by [`NPU_CLOCK_HZ`] for seconds.
+                pub const ESTIMATED_NPU_CYCLES: u64 = #est_cycles;
+                /// NPU core clock of the system configuration, Hz.
+                pub const NPU_CLOCK_HZ: u64 = #clock_hz;
+                /// Operations of the model's graph that run on the NPU.
+                pub const NPU_OPERATIONS: usize = #npu_ops;
+                /// Operations of the model's graph that run on the CPU kernels (`npu_rt::cpu`).
+                pub const CPU_OPERATIONS: usize = #cpu_ops;
+                /// Bytes of the fast scratch (region 2); 0 when unused.
+                pub const FAST_SCRATCH_SIZE: usize = #fast;
+
+                #stream_statics
+                /// Region 0: encoded weights, scales, lookup tables and constants.
+                #section
+                pub static WEIGHTS: npu_rt::Aligned16<[u8; #weights_len]> =
+                    npu_rt::Aligned16(*include_bytes!(#weights_path));
+
+                /// The arena: scratch memory of exactly the size the model needs, 16-byte aligned.
+                /// Place it in a `static` (it is usually too large for a stack).
+                #[repr(C, align(16))]
+                pub struct Arena(pub [u8; ARENA_SIZE]);
+
+                impl Arena {
+                    /// A zeroed arena (usable in `static` initializers).
+                    pub const fn new() -> Self {
+                        Arena([0; ARENA_SIZE])
+                    }
+                }
+
+                impl Default for Arena {
+                    fn default() -> Self {
+                        Self::new()
+                    }
+                }
+
+                /// The model's inputs, one field per input tensor, in model order.
+                #[derive(Clone, Debug, PartialEq)]
+                pub struct Input {
+                    #(#in_fields)*
+                }
+
+                impl Input {
+                    /// All elements zero.
+                    pub const fn zeroed() -> Self {
+                        Input { #(#in_zeros)* }
+                    }
+                    #(#in_helpers)*
+                }
+
+                impl Default for Input {
+                    fn default() -> Self {
+                        Self::zeroed()
+                    }
+                }
+
+                /// The model's outputs, one field per output tensor, in model order.
+                #[derive(Clone, Debug, PartialEq)]
+                pub struct Output {
+                    #(#out_fields)*
+                }
+
+                impl Output {
+                    /// All elements zero.
+                    pub const fn zeroed() -> Self {
+                        Output { #(#out_zeros)* }
+                    }
+                    #(#out_helpers)*
+                }
+
+                impl Default for Output {
+                    fn default() -> Self {
+                        Self::zeroed()
+                    }
+                }
+
+                #(#in_mods)*
+                #(#out_mods)*
+
+    #run_fns
+            }
+        }
 }

@@ -3,7 +3,7 @@
 //! configurations and run on the virtual NPU, must reproduce TFLite's reference output
 //! (`io/output_0.npy`) byte for byte.
 
-use npu_build::ethos_u::compile;
+use npu_build::ethos_u::{CompileOptions, compile_with};
 use npu_build::target::Target;
 use npu_tests::{
     differences, fixture_inputs, fixture_output, fixture_outputs, fixtures_dir, tflite_fixtures,
@@ -26,7 +26,9 @@ fn run_case(model: &str, ext: &str, target: &str, k: usize) -> Option<String> {
         Err(e) => return Some(format!("{model}.{ext}: import: {e}")),
     };
     let t = Target::for_accelerator(target).expect("known target");
-    let compiled = match compile(&graph, t.accelerator) {
+    // The target's defaults: on the U65s (Dedicated_Sram) the intermediate feature maps go to
+    // the fast scratch (region 2), on the U55s (Shared_Sram) weights are copied into the arena.
+    let compiled = match compile_with(&graph, t.accelerator, &CompileOptions::for_target(&t)) {
         Ok(c) => c,
         Err(e) => return Some(format!("{model}.{ext} on {target}: compile: {e}")),
     };

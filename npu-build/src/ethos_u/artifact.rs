@@ -207,11 +207,16 @@ impl Compiled {
         }
         let mut npu = npu_rt::sim::VirtualNpu::new(self.accelerator);
         let mut stats = npu_rt::sim::Stats::default();
+        // Region 2 (the SRAM when the arena is in DRAM): nothing outside the run reads it.
+        let mut fast = vec![0u8; self.fast_scratch_size];
         for (k, step) in self.steps.iter().enumerate() {
             match step {
                 Step::Npu { command_stream, .. } => {
                     let mut regions = npu_rt::sim::Regions::new();
                     regions.set(0, &self.weights).set_mut(1, &mut arena);
+                    if !fast.is_empty() {
+                        regions.set_mut(2, &mut fast);
+                    }
                     let s = npu
                         .run(command_stream, &mut regions)
                         .map_err(|e| Error::Sim(format!("step {k}: {e}")))?;

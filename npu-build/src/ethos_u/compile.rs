@@ -28,6 +28,8 @@ pub const ALIGN: usize = 16;
 /// Region numbers (base pointer indices), as Vela's raw output uses them.
 pub const REGION_CONST: u8 = 0;
 pub const REGION_ARENA: u8 = 1;
+/// The fast scratch: the SRAM of a memory mode whose arena is in DRAM (`Dedicated_Sram`).
+pub const REGION_FAST: u8 = 2;
 
 /// Options of [`compile_with`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +48,9 @@ pub struct CompileOptions {
     /// not grow the arena (default true; worthwhile when the read-only region is slower than
     /// the arena, as in the Shared_Sram memory mode). Off with `keep_intermediates`.
     pub weight_dma: bool,
+    /// Bytes of fast scratch (region 2) the intermediate feature maps may use; `None` for a
+    /// memory mode without one (the arena is the SRAM). Off with `keep_intermediates`.
+    pub fast_scratch: Option<usize>,
 }
 
 impl Default for CompileOptions {
@@ -55,6 +60,7 @@ impl Default for CompileOptions {
             cpu_fallback: true,
             force_cpu: Vec::new(),
             weight_dma: true,
+            fast_scratch: None,
         }
     }
 }
@@ -65,6 +71,9 @@ impl CompileOptions {
     pub fn for_target(target: &crate::target::Target) -> CompileOptions {
         CompileOptions {
             weight_dma: target.weight_copies_pay(),
+            fast_scratch: target
+                .uses_cache()
+                .then(|| usize::try_from(target.arena_cache_size()).unwrap_or(usize::MAX)),
             ..Default::default()
         }
     }
@@ -165,6 +174,8 @@ pub fn compile_with(
 
     // The timeline of arena uses: NPU operations and CPU operators in graph order.
     let mut timeline: Vec<Vec<usize>> = Vec::new();
+    // What the CPU kernels touch stays in the arena (they see no other region).
+    let mut pinned = std::collections::HashSet::new();
     let mut npu_pos = Vec::with_capacity(program.ops.len());
     for (i, op) in graph.ops.iter().enumerate() {
         if assignment[i].cpu_reason.is_some() {
@@ -172,6 +183,7 @@ pub fn compile_with(
             for &t in op.inputs.iter().chain(&op.outputs) {
                 if let Some(Some(p)) = program.tensor_places.get(t) {
                     uses.push(p.buffer);
+                    pinned.insert(p.buffer);
                 }
             }
             timeline.push(uses);
@@ -187,8 +199,16 @@ pub fn compile_with(
     } else {
         vec![None; program.ops.len()]
     };
-    let (buffers, arena_size) =
-        place_buffers(&program, &timeline, &mut ro, options.keep_intermediates)?;
+    pinned.extend(copies.iter().flatten().copied());
+    let fast_budget = options.fast_scratch.filter(|_| !options.keep_intermediates);
+    let (buffers, arena_size, fast_scratch_size) = place_buffers(
+        &program,
+        &timeline,
+        &mut ro,
+        options.keep_intermediates,
+        fast_budget,
+        &pinned,
+    )?;
     for ((w, copy), piece) in weights.iter_mut().zip(&copies).zip(&pieces) {
         if let (Some(w), Some(b), Some((src, len))) = (w.as_mut(), copy, piece) {
             let dst = buffers[*b].1;
@@ -307,7 +327,7 @@ pub fn compile_with(
         command_stream,
         weights: ro.bytes,
         arena_size,
-        fast_scratch_size: 0,
+        fast_scratch_size,
         inputs,
         outputs,
         npu_ops: program.ops.len(),
@@ -661,33 +681,71 @@ fn plan_weight_copies(
 }
 
 /// Gives every buffer a `(region, address)`: constants into the read-only region, feature maps
-/// into the arena by liveness over `timeline` (the buffers each step uses, in execution order).
-/// Returns the placements and the arena size.
+/// by liveness over `timeline` (the buffers each step uses, in execution order) into the arena,
+/// or, given a fast-scratch budget, the intermediate ones into the fast scratch (region 2, the
+/// memory mode's SRAM when the arena is in DRAM) as far as they fit. Buffers in `pinned` (the
+/// model's inputs and outputs, what CPU steps touch, weight copies) stay in the arena.
+/// Returns the placements, the arena size and the fast scratch size.
 fn place_buffers(
     program: &Program,
     timeline: &[Vec<usize>],
     ro: &mut ReadOnly,
     keep_all: bool,
-) -> Result<(Vec<(u8, u64)>, usize)> {
+    fast_budget: Option<usize>,
+    pinned: &std::collections::HashSet<usize>,
+) -> Result<(Vec<(u8, u64)>, usize, usize)> {
     let mut placed = vec![(0u8, 0u64); program.buffers.len()];
     for (id, b) in program.buffers.iter().enumerate() {
         if let BufferKind::Const(bytes) = &b.kind {
             placed[id] = (REGION_CONST, ro.add(bytes) as u64);
         }
     }
-    let (arena_ids, plan) = arena_plan(program, timeline, keep_all)?;
-    for (k, &id) in arena_ids.iter().enumerate() {
-        placed[id] = (REGION_ARENA, plan.offsets[k] as u64);
+    let live = liveness(program, timeline, keep_all)?;
+    let (mut fast, mut slow): (Vec<_>, Vec<_>) = live.into_iter().partition(|(id, b)| {
+        fast_budget.is_some_and(|budget| budget > 0 && b.size <= budget)
+            && program.buffers[*id].io.is_none()
+            && !pinned.contains(id)
+    });
+    // Fit the budget: the largest buffers go back to the arena until the rest fits (they are
+    // the ones a cascade would have to stripe; the small ones are read and written most often
+    // per byte).
+    let mut fast_plan = alloc::plan(
+        &fast.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>(),
+        ALIGN,
+    );
+    let budget = fast_budget.unwrap_or(0);
+    while fast_plan.size > budget {
+        let Some(k) = (0..fast.len()).max_by_key(|&k| (fast[k].1.size, std::cmp::Reverse(k)))
+        else {
+            break;
+        };
+        slow.push(fast.swap_remove(k));
+        fast_plan = alloc::plan(
+            &fast.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>(),
+            ALIGN,
+        );
     }
-    Ok((placed, plan.size))
+    slow.sort_by_key(|(id, _)| *id);
+    let slow_plan = alloc::plan(
+        &slow.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>(),
+        ALIGN,
+    );
+    for (k, (id, _)) in slow.iter().enumerate() {
+        placed[*id] = (REGION_ARENA, slow_plan.offsets[k] as u64);
+    }
+    for (k, (id, _)) in fast.iter().enumerate() {
+        placed[*id] = (REGION_FAST, fast_plan.offsets[k] as u64);
+    }
+    let fast_size = if fast.is_empty() { 0 } else { fast_plan.size };
+    Ok((placed, slow_plan.size, fast_size))
 }
 
-/// The arena buffers (ids) and their placement by liveness over `timeline`.
-fn arena_plan(
+/// The arena buffers (ids) with their lifetimes over `timeline`.
+fn liveness(
     program: &Program,
     timeline: &[Vec<usize>],
     keep_all: bool,
-) -> Result<(Vec<usize>, alloc::Plan)> {
+) -> Result<Vec<(usize, alloc::Buffer)>> {
     let n_ops = timeline.len();
     let mut first = vec![usize::MAX; program.buffers.len()];
     let mut last = vec![0usize; program.buffers.len()];
@@ -703,34 +761,46 @@ fn arena_plan(
             last[b] = last[b].max(i);
         }
     }
-    let mut arena_ids = Vec::new();
-    let mut arena = Vec::new();
+    let mut live = Vec::new();
     for (id, b) in program.buffers.iter().enumerate() {
-        match &b.kind {
-            BufferKind::Const(_) => {}
-            BufferKind::Arena => {
-                let (mut f, mut l) = (first[id], last[id]);
-                match b.io {
-                    // Inputs are written by the caller before the first op; outputs are read after
-                    // the last.
-                    Some(Io::Input(_)) => f = 0,
-                    Some(Io::Output(_)) => l = n_ops,
-                    None => {}
-                }
-                if f == usize::MAX || keep_all {
-                    // Never touched by an op (an input that is also an output, say), or kept for
-                    // inspection: live throughout.
-                    f = 0;
-                    l = n_ops;
-                }
-                arena_ids.push(id);
-                arena.push(alloc::Buffer {
+        if let BufferKind::Arena = &b.kind {
+            let (mut f, mut l) = (first[id], last[id]);
+            match b.io {
+                // Inputs are written by the caller before the first op; outputs are read after
+                // the last.
+                Some(Io::Input(_)) => f = 0,
+                Some(Io::Output(_)) => l = n_ops,
+                None => {}
+            }
+            if f == usize::MAX || keep_all {
+                // Never touched by an op (an input that is also an output, say), or kept for
+                // inspection: live throughout.
+                f = 0;
+                l = n_ops;
+            }
+            live.push((
+                id,
+                alloc::Buffer {
                     size: b.size,
                     first: f,
                     last: l.max(f),
-                });
-            }
+                },
+            ));
         }
     }
-    Ok((arena_ids, alloc::plan(&arena, ALIGN)))
+    Ok(live)
+}
+
+/// The arena buffers (ids) and their placement by liveness over `timeline` (all in one arena).
+fn arena_plan(
+    program: &Program,
+    timeline: &[Vec<usize>],
+    keep_all: bool,
+) -> Result<(Vec<usize>, alloc::Plan)> {
+    let live = liveness(program, timeline, keep_all)?;
+    let plan = alloc::plan(
+        &live.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>(),
+        ALIGN,
+    );
+    Ok((live.into_iter().map(|(id, _)| id).collect(), plan))
 }
