@@ -201,7 +201,11 @@ pub fn compile_with(
     };
     pinned.extend(copies.iter().flatten().copied());
     let fast_budget = options.fast_scratch.filter(|_| !options.keep_intermediates);
-    let (buffers, arena_size, fast_scratch_size) = place_buffers(
+    let Places {
+        buffers,
+        arena_size,
+        fast_scratch_size,
+    } = place_buffers(
         &program,
         &timeline,
         &mut ro,
@@ -685,7 +689,6 @@ fn plan_weight_copies(
 /// or, given a fast-scratch budget, the intermediate ones into the fast scratch (region 2, the
 /// memory mode's SRAM when the arena is in DRAM) as far as they fit. Buffers in `pinned` (the
 /// model's inputs and outputs, what CPU steps touch, weight copies) stay in the arena.
-/// Returns the placements, the arena size and the fast scratch size.
 fn place_buffers(
     program: &Program,
     timeline: &[Vec<usize>],
@@ -693,7 +696,7 @@ fn place_buffers(
     keep_all: bool,
     fast_budget: Option<usize>,
     pinned: &std::collections::HashSet<usize>,
-) -> Result<(Vec<(u8, u64)>, usize, usize)> {
+) -> Result<Places> {
     let mut placed = vec![(0u8, 0u64); program.buffers.len()];
     for (id, b) in program.buffers.iter().enumerate() {
         if let BufferKind::Const(bytes) = &b.kind {
@@ -736,8 +739,19 @@ fn place_buffers(
     for (k, (id, _)) in fast.iter().enumerate() {
         placed[*id] = (REGION_FAST, fast_plan.offsets[k] as u64);
     }
-    let fast_size = if fast.is_empty() { 0 } else { fast_plan.size };
-    Ok((placed, slow_plan.size, fast_size))
+    Ok(Places {
+        buffers: placed,
+        arena_size: slow_plan.size,
+        fast_scratch_size: if fast.is_empty() { 0 } else { fast_plan.size },
+    })
+}
+
+/// What [`place_buffers`] decided.
+struct Places {
+    /// `(region, address)` of every buffer.
+    buffers: Vec<(u8, u64)>,
+    arena_size: usize,
+    fast_scratch_size: usize,
 }
 
 /// The arena buffers (ids) with their lifetimes over `timeline`.
