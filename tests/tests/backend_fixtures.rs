@@ -101,6 +101,19 @@ fn single_op_fixtures_from_onnx_on_every_target() {
     check_all(&single_op_fixtures(), &["onnx"], &ALL_TARGETS);
 }
 
+/// The small whole networks (`tools/make_fixtures_nets.py`) and the trained digits model.
+fn network_fixtures() -> Vec<String> {
+    tflite_fixtures()
+        .into_iter()
+        .filter(|m| m.starts_with("net_") || m == "digits")
+        .collect()
+}
+
+#[test]
+fn network_fixtures_from_both_formats_on_every_target() {
+    check_all(&network_fixtures(), &["tflite", "onnx"], &ALL_TARGETS);
+}
+
 #[test]
 fn mv2_from_onnx_on_every_target() {
     check_all(&["mv2_224".to_string()], &["onnx"], &ALL_TARGETS);

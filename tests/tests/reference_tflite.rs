@@ -65,6 +65,8 @@ fixture_tests!(
     op_concat,
     op_conv1x1,
     digits,
+    net_convnext_block,
+    net_vit_block,
     op_conv3x3_s1_relu6,
     op_conv3x3_s2,
     op_conv5x5_valid,

@@ -122,13 +122,14 @@ impl Model {
                 } else {
                     format!("{}#{k}", n.op_type)
                 };
+                let (op_type, attrs) = tf2onnx_custom(n.op_type, n.attribute);
                 Node {
                     name,
-                    op_type: n.op_type,
+                    op_type,
                     domain: n.domain,
                     inputs: n.input,
                     outputs: n.output,
-                    attrs: n.attribute,
+                    attrs,
                 }
             })
             .collect();
@@ -190,6 +191,32 @@ fn value_decl(vi: &proto::ValueInfoProto) -> Result<ValueDecl> {
 }
 
 /// Kahn's algorithm over value names, stable with respect to the file order.
+/// Operators tf2onnx writes under TFLite's names when it has no ONNX form for them at the
+/// opset asked, renamed to the standard operator that means the same: `TFL_GELU` (TFLite's
+/// GELU, attribute `approximate` 0/1) is ONNX `Gelu` (opset 20; attribute `approximate`
+/// "none"/"tanh").
+fn tf2onnx_custom(
+    op_type: String,
+    mut attrs: Vec<proto::AttributeProto>,
+) -> (String, Vec<proto::AttributeProto>) {
+    if op_type != "TFL_GELU" {
+        return (op_type, attrs);
+    }
+    for a in &mut attrs {
+        if a.name == "approximate" && a.r#type == proto::attribute_type::INT {
+            let tanh = a.i.unwrap_or(0) != 0;
+            a.r#type = proto::attribute_type::STRING;
+            a.i = None;
+            a.s = Some(if tanh {
+                b"tanh".to_vec()
+            } else {
+                b"none".to_vec()
+            });
+        }
+    }
+    ("Gelu".into(), attrs)
+}
+
 fn toposort(nodes: Vec<Node>, defined: &HashSet<String>) -> Result<Vec<Node>> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (k, n) in nodes.iter().enumerate() {

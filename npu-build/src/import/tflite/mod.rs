@@ -8,6 +8,7 @@
 //! `ComputePaddingWithOffset` does.
 
 mod dilated;
+mod dynamic;
 #[cfg(test)]
 pub(crate) use dilated::fold_dilated_convs;
 mod fb;
@@ -189,6 +190,7 @@ impl<'a> Importer<'a> {
         }
         let outputs = self.index_list(subgraph::OUTPUTS, "SubGraph.outputs")?;
         for raw in &raw_ops {
+            dynamic::infer(&mut self, raw)?;
             for op in ops::map(&mut self, raw)? {
                 self.fold_or_push(op, &outputs)?;
             }

@@ -40,6 +40,7 @@ pub const SUPPORTED: &[&str] = &[
     "EXPAND_DIMS",
     "PACK",
     "SHAPE",
+    "REDUCE_PROD",
     "SLICE",
     "SPLIT",
     "SPLIT_V",
@@ -122,6 +123,7 @@ pub fn is_supported(code: i32) -> bool {
             | b::EXPAND_DIMS
             | b::PACK
             | b::SHAPE
+            | b::REDUCE_PROD
             | b::SLICE
             | b::SPLIT
             | b::SPLIT_V
@@ -179,7 +181,7 @@ pub struct RawOp<'a> {
 }
 
 impl RawOp<'_> {
-    fn invalid(&self, detail: impl Into<String>) -> Error {
+    pub(super) fn invalid(&self, detail: impl Into<String>) -> Error {
         Error::InvalidNode {
             node: self.node.clone(),
             op: self.op_name.clone(),
@@ -188,7 +190,7 @@ impl RawOp<'_> {
     }
 
     /// The builtin options table, if it is of the expected union type.
-    fn options(&self, ty: u8) -> Option<Table<'_>> {
+    pub(super) fn options(&self, ty: u8) -> Option<Table<'_>> {
         self.options.filter(|_| self.options_type == ty)
     }
 
@@ -197,7 +199,7 @@ impl RawOp<'_> {
             .ok_or_else(|| self.invalid(format!("{table} are missing")))
     }
 
-    fn what(&self) -> String {
+    pub(super) fn what(&self) -> String {
         format!("operators[{}] options", self.index)
     }
 }
@@ -373,11 +375,29 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                     attrs,
                     depth_multiplier: ws[3] / xs[3],
                 }
+            } else if ws[3] == 1 && xs[3] > 1 && ws[0].is_multiple_of(xs[3]) {
+                // A grouped convolution with one input channel per group (Keras
+                // `Conv2D(groups=C)`, ConvNeXt's 7x7) is a depthwise convolution: its filter
+                // [C * M, KH, KW, 1] becomes [1, KH, KW, C * M].
+                let w = depthwise_filter(im, op, w)?;
+                let depth_multiplier = ws[0] / xs[3];
+                let mut inputs = vec![x, w];
+                inputs.extend(bias);
+                return Ok(Op {
+                    name: im.graph.tensors[output].name.clone(),
+                    kind: OpKind::DepthwiseConv2d {
+                        attrs,
+                        depth_multiplier,
+                    },
+                    inputs,
+                    outputs: vec![output],
+                });
             } else {
                 if ws[3] != xs[3] {
                     return Err(op.invalid(format!(
                         "filter {ws:?} has {} input channels but the input has {} \
-                         (grouped convolution is not supported)",
+                         (grouped convolution with more than one input channel per group is \
+                         not supported)",
                         ws[3], xs[3]
                     )));
                 }
@@ -960,6 +980,46 @@ fn const_ints(im: &Importer, op: &RawOp, id: TensorId, what: &str) -> Result<Vec
             t.name
         ))
     })
+}
+
+/// The constant filter `[O, KH, KW, 1]` of a grouped convolution with one input channel per
+/// group, as a depthwise filter `[1, KH, KW, O]` (a new tensor; per-channel quantization moves
+/// from axis 0 to axis 3).
+fn depthwise_filter(im: &mut Importer, op: &RawOp, w: TensorId) -> Result<TensorId> {
+    let t = &im.graph.tensors[w];
+    let (Some(data), &[o, kh, kw, 1]) = (&t.data, t.shape.as_slice()) else {
+        return Err(op.invalid(format!(
+            "filter '{}' {:?} must be a constant [O, KH, KW, 1]",
+            t.name, t.shape
+        )));
+    };
+    let e = t.dtype.size();
+    if data.len() != o * kh * kw * e {
+        return Err(op.invalid(format!("filter '{}' holds {} bytes", t.name, data.len())));
+    }
+    let mut out = vec![0u8; data.len()];
+    for c in 0..o {
+        for p in 0..kh * kw {
+            let src = (c * kh * kw + p) * e;
+            let dst = (p * o + c) * e;
+            out[dst..dst + e].copy_from_slice(&data[src..src + e]);
+        }
+    }
+    let mut quant = t.quant.clone();
+    if let Some(q) = quant.as_mut()
+        && q.axis.is_some()
+    {
+        q.axis = Some(3);
+    }
+    let (base, dtype) = (format!("{} (depthwise)", t.name), t.dtype);
+    let tensor = crate::ir::Tensor {
+        name: im.fresh_name(&base),
+        shape: vec![1, kh, kw, o],
+        dtype,
+        quant,
+        data: Some(out),
+    };
+    Ok(im.graph.add_tensor(tensor))
 }
 
 /// `(before, after)` pairs of a constant `[rank, 2]` paddings tensor.

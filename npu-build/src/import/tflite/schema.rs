@@ -268,6 +268,7 @@ pub mod builtin {
     pub const ARG_MIN: i32 = 79;
     pub const REDUCE_MAX: i32 = 82;
     pub const REDUCE_MIN: i32 = 89;
+    pub const REDUCE_PROD: i32 = 81;
     pub const LOGISTIC: i32 = 14;
     pub const TANH: i32 = 28;
     pub const EXP: i32 = 47;

@@ -77,9 +77,16 @@ impl Builder {
             other => return Err(self.not_quantized(n, 0, &other)),
         };
         let xs = self.act_shape(&x);
+        if !is_max && xs.len() >= 3 {
+            // N, C, then any number of spatial axes (tf2onnx writes a mean over the last axis
+            // of a 3-D tensor, LayerNorm's, this way).
+            let spatial: Vec<usize> = (2..xs.len()).collect();
+            return self.mean(n, x, &spatial, true);
+        }
         let [batch, channels, h, w] = xs[..] else {
             return Err(n.err(format!(
-                "input shape {xs:?} is not supported (only 4-D NCHW)"
+                "input shape {xs:?} is not supported (GlobalMaxPool: only 4-D NCHW; \
+                 GlobalAveragePool: rank 3 or more)"
             )));
         };
         if is_max {
@@ -92,7 +99,9 @@ impl Builder {
             });
             return self.window_op(n, kind, x, vec![batch, 1, 1, channels], integer);
         }
-        self.mean(n, x, &[2, 3], true)
+        Err(n.err(format!(
+            "input shape {xs:?} is not supported (rank 3 or more)"
+        )))
     }
 
     /// `ReduceMean` (axes from the attribute before opset 18, from input 1 since).

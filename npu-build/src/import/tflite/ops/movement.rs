@@ -15,6 +15,7 @@ use crate::ir::{DType, Op, OpKind, Tensor, TensorId};
 pub(super) fn map(im: &mut Importer, op: &RawOp) -> Result<Option<Vec<Op>>> {
     let ops = match op.code {
         b::SHAPE => shape(im, op)?,
+        b::REDUCE_PROD => reduce_prod(im, op)?,
         b::SLICE => slice(im, op)?,
         b::STRIDED_SLICE => strided_slice(im, op)?,
         b::SPLIT => split(im, op, false)?,
@@ -124,6 +125,73 @@ fn shape(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
         }
     };
     yt.data = Some(bytes);
+    Ok(Vec::new())
+}
+
+/// REDUCE_PROD of a constant integer tensor, folded: the shape arithmetic TensorFlow emits
+/// around a `Tensordot` (`Shape -> Gather -> Prod -> Pack -> Reshape`) once SHAPE is a
+/// constant. A product of feature maps has no NPU form and no use in the models we know of;
+/// it is refused with that said.
+fn reduce_prod(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
+    let x = input(im, op, 0)?;
+    let a = input(im, op, 1)?;
+    let y = one_output(im, op)?;
+    let xt = &im.graph.tensors[x];
+    if !xt.is_const() || !matches!(xt.dtype, DType::I32 | DType::I64) {
+        return Err(op.invalid(format!(
+            "REDUCE_PROD is only supported on constant INT32/INT64 tensors (shape arithmetic); \
+             input '{}' is a {} feature map",
+            xt.name, xt.dtype
+        )));
+    }
+    let shape = xt.shape.clone();
+    let values = const_ints(im, op, x, "input")?;
+    let rank = shape.len();
+    let mut reduced = vec![false; rank];
+    for v in const_ints(im, op, a, "axis")? {
+        reduced[normalize_axis(op, v, rank)?] = true;
+    }
+    // Row-major walk of the input; each element multiplies into the output element whose
+    // index is the input's with the reduced dimensions dropped.
+    let out_shape: Vec<usize> = (0..rank)
+        .filter(|&d| !reduced[d])
+        .map(|d| shape[d])
+        .collect();
+    let mut out = vec![1i64; out_shape.iter().product::<usize>().max(1)];
+    let mut index = vec![0usize; rank];
+    for &v in &values {
+        let mut o = 0usize;
+        for d in (0..rank).filter(|&d| !reduced[d]) {
+            o = o * shape[d] + index[d];
+        }
+        out[o] = out[o].wrapping_mul(v);
+        for d in (0..rank).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    let yt = &mut im.graph.tensors[y];
+    if yt.elements() != out.len() {
+        return Err(op.invalid(format!(
+            "output '{}' {:?} does not hold the {} products",
+            yt.name,
+            yt.shape,
+            out.len()
+        )));
+    }
+    yt.data = Some(match yt.dtype {
+        DType::I32 => out.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect(),
+        DType::I64 => out.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+        other => {
+            return Err(op.invalid(format!(
+                "output '{}' is {other}, expected INT32 or INT64",
+                yt.name
+            )));
+        }
+    });
     Ok(Vec::new())
 }
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Small whole-network fixtures: the blocks of architectures the single-operator fixtures do
+not show together, each as its exporters write them.
+
+  net_convnext_block  ConvNeXt's block: 7x7 grouped convolution with one channel per group
+                      (Keras Conv2D(groups=C), TFLite CONV_2D with a [C,7,7,1] filter),
+                      LayerNormalization, Dense on a 4-D tensor (TensorFlow's Tensordot: SHAPE,
+                      GATHER, REDUCE_PROD, PACK and dynamic RESHAPEs), GELU, residual Add.
+  net_vit_block       a transformer encoder block on 16 patch tokens: LayerNormalization,
+                      two-head MultiHeadAttention (BATCH_MATMUL of two activations, Softmax),
+                      an MLP with GELU, residual Adds, and a patchifying convolution.
+
+tf2onnx 1.17 writes TFLite's GELU as a custom 'TFL_GELU' node; the ONNX twins keep it (the
+importer accepts it as ONNX Gelu). Vela keeps LayerNormalization's float NEG and the
+two-activation BATCH_MATMUL on the CPU, so its raw writer refuses these graphs:
+vela/ACCEL/VELA_FAILED.txt holds its message.
+
+  .venv/bin/python tools/make_fixtures_nets.py fixtures [name ...]
+"""
+import os, subprocess, sys, shutil
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_fixtures as mf  # noqa: E402
+import keras  # noqa: E402
+from keras import layers  # noqa: E402
+
+
+def convnext_block():
+    # Batch left open, as keras.applications models have it: the converter then keeps
+    # Tensordot's shape arithmetic and writes -1 into the shape signatures.
+    inp = keras.Input((8, 8, 16))
+    x = layers.Conv2D(16, 7, padding="same", groups=16)(inp)
+    x = layers.LayerNormalization(epsilon=1e-6)(x)
+    x = layers.Dense(64, activation="gelu")(x)
+    x = layers.Dense(16)(x)
+    return keras.Model(inp, layers.Add()([inp, x]))
+
+
+def vit_block():
+    inp = keras.Input((16, 16, 3), batch_size=1)
+    x = layers.Conv2D(32, 4, strides=4)(inp)
+    x = layers.Reshape((16, 32))(x)
+    h = layers.LayerNormalization()(x)
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=16)(h, h)
+    x = layers.Add()([x, h])
+    h = layers.LayerNormalization()(x)
+    h = layers.Dense(64, activation="gelu")(h)
+    h = layers.Dense(32)(h)
+    x = layers.Add()([x, h])
+    return keras.Model(inp, layers.Dense(10)(layers.GlobalAveragePooling1D()(x)))
+
+
+MODELS = {"net_convnext_block": convnext_block, "net_vit_block": vit_block}
+
+
+def vela_or_failed(tfl, out, accel, system, mode):
+    try:
+        mf.vela(tfl, out, accel, system, mode)
+    except subprocess.CalledProcessError as e:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(out + ".tmp", ignore_errors=True)
+        os.makedirs(out)
+        err = (e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or "").strip()
+        lines = err.splitlines()
+        msg = next((l for l in reversed(lines) if "Error" in l), lines[-1] if lines else repr(e))
+        open(f"{out}/VELA_FAILED.txt", "w").write(msg.strip() + "\n")
+
+
+def main():
+    out = sys.argv[1]
+    for name in sys.argv[2:] or list(MODELS):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        keras.utils.set_random_seed(1234)
+        tfl = os.path.join(d, name + ".tflite")
+        open(tfl, "wb").write(mf.to_tflite(MODELS[name](), np.random.default_rng(0)))
+        subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
+                        os.path.join(d, name + ".onnx"), "--opset", "17"], check=True, capture_output=True)
+        mf.reference_io(tfl, os.path.join(d, "io"))
+        for accel, system, mode in mf.ACCELERATORS:
+            vela_or_failed(tfl, os.path.join(d, "vela", accel), accel, system, mode)
+        print("built", name, flush=True)
+
+
+if __name__ == "__main__":
+    main()
