@@ -113,6 +113,24 @@ pub enum SimErrorKind {
         /// Which fault.
         what: &'static str,
     },
+    /// The command touches bytes that a DMA or NPU operation still in flight writes (or
+    /// writes bytes it still reads): a missing `NPU_OP_DMA_WAIT` / `NPU_OP_KERNEL_WAIT`
+    /// (see `sim::hazard`).
+    Hazard {
+        /// The region.
+        region: u8,
+        /// The bytes both touch, `[start, end)`.
+        start: u64,
+        end: u64,
+        /// Whether this command writes them (else reads).
+        this_writes: bool,
+        /// "a DMA" or "an NPU operation".
+        other: &'static str,
+        /// Byte offset of the command in flight.
+        other_offset: usize,
+        /// Whether that one writes them.
+        other_writes: bool,
+    },
 }
 
 impl fmt::Display for SimErrorKind {
@@ -154,6 +172,24 @@ impl fmt::Display for SimErrorKind {
                 write!(f, "{what}: {requested} exceeds the limit of {limit}")
             }
             SimErrorKind::Injected { what } => write!(f, "injected fault: {what}"),
+            SimErrorKind::Hazard {
+                region,
+                start,
+                end,
+                this_writes,
+                other,
+                other_offset,
+                other_writes,
+            } => {
+                let verb = |w: bool| if w { "writes" } else { "reads" };
+                write!(
+                    f,
+                    "hazard: {} bytes {start:#x}..{end:#x} of region {region} that {other} at byte \
+                     {other_offset:#x}, still in flight (no wait in between), {}",
+                    verb(*this_writes),
+                    verb(*other_writes)
+                )
+            }
         }
     }
 }

@@ -206,18 +206,23 @@ impl FeatureMap {
             .ok_or(SimErrorKind::RegionUnmapped {
                 region: self.region,
             })?;
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
         for y in 0..h {
             for x in 0..w {
                 for (c0, count) in self.runs(d) {
                     let len = count * self.elem;
-                    let run = self
-                        .addr(y, x, c0)
+                    let a = self.addr(y, x, c0);
+                    let run = a
                         .and_then(|a| slice(bytes, a, len))
                         .ok_or_else(|| self.oob(y, x, c0, len, bytes.len(), access))?;
+                    let a = a.unwrap_or(0);
+                    (lo, hi) = (lo.min(a), hi.max(a + len));
                     self.decode_run(run, &mut out);
                 }
             }
         }
+        // The bounding interval, for the hazard checker.
+        mem.record(self.region, lo, hi, false);
         Ok((out, n.saturating_mul(self.elem)))
     }
 
@@ -232,19 +237,28 @@ impl FeatureMap {
         values: &[i32],
         access: Access,
     ) -> Result<u64, SimErrorKind> {
-        let bytes = mem.region_bytes_mut(self.region as usize)?;
-        let total = bytes.len();
+        let total = mem
+            .region_bytes(self.region as usize)
+            .ok_or(SimErrorKind::RegionUnmapped {
+                region: self.region,
+            })?
+            .len();
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
         for y in 0..h {
             for x in 0..w {
                 for (c0, count) in self.runs(d) {
                     let len = count * self.elem;
                     match self.addr(y, x, c0) {
-                        Some(a) if a.checked_add(len).is_some_and(|e| e <= total as u64) => {}
+                        Some(a) if a.checked_add(len).is_some_and(|e| e <= total as u64) => {
+                            (lo, hi) = (lo.min(a), hi.max(a + len));
+                        }
                         _ => return Err(self.oob(y, x, c0, len, total, access)),
                     }
                 }
             }
         }
+        mem.record(self.region, lo, hi, true);
+        let bytes = mem.region_bytes_mut(self.region as usize)?;
         let mut next = 0usize;
         for y in 0..h {
             for x in 0..w {

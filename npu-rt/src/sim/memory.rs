@@ -4,9 +4,11 @@
 //! regions may share one buffer (the register-file model maps base pointers that way), so the
 //! buffers are held once and regions refer to them by index.
 
+use std::cell::RefCell;
 use std::vec::Vec;
 
 use super::error::{Access, SimErrorKind};
+use super::hazard::Span;
 
 /// Number of regions (base pointers).
 pub const NUM_REGIONS: usize = 8;
@@ -31,6 +33,8 @@ struct Window {
 pub struct Regions<'a> {
     buffers: Vec<Buffer<'a>>,
     map: [Option<Window>; NUM_REGIONS],
+    /// The accesses of the current command, for the hazard checker (`None`: not recording).
+    trace: RefCell<Option<Vec<Span>>>,
 }
 
 #[derive(Debug)]
@@ -140,6 +144,42 @@ impl<'a> Regions<'a> {
         }
     }
 
+    /// Starts recording accesses (dropping any recorded).
+    pub(crate) fn start_trace(&self) {
+        *self.trace.borrow_mut() = Some(Vec::new());
+    }
+
+    /// Stops recording and returns what was recorded.
+    pub(crate) fn take_trace(&self) -> Vec<Span> {
+        self.trace.borrow_mut().take().unwrap_or_default()
+    }
+
+    /// Records an access of `[start, end)` in `region` (when recording).
+    pub(crate) fn record(&self, region: u8, start: u64, end: u64, write: bool) {
+        if start >= end {
+            return;
+        }
+        if let Some(t) = self.trace.borrow_mut().as_mut() {
+            // Consecutive accesses of one kind extend the last interval.
+            if let Some(last) = t.last_mut()
+                && last.region == region
+                && last.write == write
+                && start <= last.end
+                && last.start <= end
+            {
+                last.start = last.start.min(start);
+                last.end = last.end.max(end);
+                return;
+            }
+            t.push(Span {
+                region,
+                start,
+                end,
+                write,
+            });
+        }
+    }
+
     /// Borrows `len` bytes at `addr` in `region` for reading.
     pub(crate) fn read(
         &self,
@@ -151,6 +191,7 @@ impl<'a> Regions<'a> {
         let bytes = self
             .region_bytes(region as usize)
             .ok_or(SimErrorKind::RegionUnmapped { region })?;
+        self.record(region, addr, addr.saturating_add(len), false);
         slice_at(bytes, addr, len).ok_or(SimErrorKind::OutOfBounds {
             region,
             addr,
@@ -230,6 +271,7 @@ impl<'a> Regions<'a> {
         len: u64,
         access: Access,
     ) -> Result<&mut [u8], SimErrorKind> {
+        self.record(region, addr, addr.saturating_add(len), true);
         let bytes = self.region_bytes_mut(region as usize)?;
         let region_len = bytes.len() as u64;
         slice_at_mut(bytes, addr, len).ok_or(SimErrorKind::OutOfBounds {

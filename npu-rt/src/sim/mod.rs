@@ -25,6 +25,7 @@
 
 mod error;
 mod fmap;
+pub mod hazard;
 mod memory;
 mod numerics;
 mod ops;
@@ -95,6 +96,8 @@ pub struct VirtualNpu {
     pub(crate) work: u64,
     /// Counters of the last completed run (for callers going through the `Npu` trait).
     last_stats: Option<Stats>,
+    /// DMAs and operations in flight, when hazards are checked (see [`hazard`]).
+    hazards: Option<hazard::Tracker>,
 }
 
 impl core::fmt::Debug for VirtualNpu {
@@ -118,7 +121,23 @@ impl VirtualNpu {
             check_config: true,
             work: 0,
             last_stats: None,
+            hazards: Some(hazard::Tracker::new(
+                config.max_outstanding_dma,
+                config.max_outstanding_kernels,
+            )),
         }
+    }
+
+    /// Whether commands are checked for hazards: a command touching memory that a DMA or an
+    /// operation still in flight writes (default on; see [`hazard`]).
+    pub fn with_hazard_check(mut self, check: bool) -> Self {
+        self.hazards = check.then(|| {
+            hazard::Tracker::new(
+                self.config.max_outstanding_dma,
+                self.config.max_outstanding_kernels,
+            )
+        });
+        self
     }
 
     /// Replaces the limits.
@@ -169,6 +188,9 @@ impl VirtualNpu {
         self.state = RegisterState::default();
         self.shram.iter_mut().for_each(|b| *b = 0);
         self.work = 0;
+        if let Some(h) = self.hazards.as_mut() {
+            h.clear();
+        }
     }
 
     /// Resets, then runs a raw command stream or a COP1 payload to its end or `NPU_OP_STOP`.
@@ -302,8 +324,21 @@ impl VirtualNpu {
                 stats.irqs.push(param);
                 return Ok(None);
             }
-            // Everything completes synchronously, so waits have nothing to wait for.
-            Cmd0::OP_DMA_WAIT | Cmd0::OP_KERNEL_WAIT | Cmd0::OP_PMU_MASK => return Ok(None),
+            // Everything completes synchronously; the waits only retire what the hazard
+            // checker holds in flight.
+            Cmd0::OP_DMA_WAIT => {
+                if let Some(h) = self.hazards.as_mut() {
+                    h.dma_wait(param);
+                }
+                return Ok(None);
+            }
+            Cmd0::OP_KERNEL_WAIT => {
+                if let Some(h) = self.hazards.as_mut() {
+                    h.kernel_wait(param);
+                }
+                return Ok(None);
+            }
+            Cmd0::OP_PMU_MASK => return Ok(None),
             Cmd0::OP_CONV => OpKind::Conv,
             Cmd0::OP_DEPTHWISE => OpKind::Depthwise,
             Cmd0::OP_POOL => {
@@ -329,6 +364,9 @@ impl VirtualNpu {
         };
         let mut st = OpStats::new(offset, kind);
         let lim = self.limits;
+        if self.hazards.is_some() {
+            regions.start_trace();
+        }
         let result = match kind {
             OpKind::Conv | OpKind::Depthwise => ops::conv::run(
                 &self.state,
@@ -370,7 +408,15 @@ impl VirtualNpu {
                 &mut st,
             ),
         };
+        let spans = regions.take_trace();
         result.map_err(err)?;
+        if let Some(h) = self.hazards.as_mut() {
+            match kind {
+                OpKind::Dma => h.dma(offset, spans),
+                _ => h.kernel(offset, spans),
+            }
+            .map_err(err)?;
+        }
         let work = st
             .macs
             .saturating_add(st.ofm_elements)
