@@ -15,6 +15,11 @@ OUT_DIR/ gets:
   test/labels.npy              their digits: uint8 [N]
   test/tflite_logits.npy       TFLite's int8 logits for each image (reference kernels): [N, 10]
   test/train_report.json       float and int8 accuracy, seeds, versions
+  digits_ort.onnx              the float model exported NCHW (tf2onnx from Keras, as a PyTorch
+                               user's file would be laid out) and quantized by onnxruntime's
+                               quantize_static: QDQ, uint8 activations, per-channel int8 weights
+  test/images_f32_nchw.npy     the held-out images as that model takes them: float32 [N, 1, 8, 8]
+  test/ort_logits.npy          onnxruntime's float output for each: float32 [N, 10]
   io/, vela/                   the usual fixture files (make_fixtures.py): three seeded random
                                inputs with TFLite's outputs, and Vela's compilations
 """
@@ -84,6 +89,39 @@ def canonical_names(path):
     onnx.save(m, path)
 
 
+def export_ort(train, x_tr, x_te, out):
+    """The same trained network through the other common path: float ONNX, then onnxruntime's
+    static quantizer (its defaults: QDQ, uint8 activations; weights int8 per channel)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    import tf2onnx
+    spec = (tf.TensorSpec((1, 8, 8, 1), tf.float32, name="image"),)
+    float_path = os.path.join(out, "digits_float.tmp.onnx")
+    tf2onnx.convert.from_keras(train, input_signature=spec, opset=17, output_path=float_path,
+                               inputs_as_nchw=["image"])
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.k = 0
+
+        def get_next(self):
+            self.k += 4
+            if self.k >= len(x_tr):
+                return None
+            return {"image": x_tr[self.k:self.k + 1].transpose(0, 3, 1, 2)}
+
+    q_path = os.path.join(out, "digits_ort.onnx")
+    quantize_static(float_path, q_path, Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    os.remove(float_path)
+    canonical_names(q_path)
+    xs = np.ascontiguousarray(x_te.transpose(0, 3, 1, 2), dtype=np.float32)
+    s = ort.InferenceSession(q_path, providers=["CPUExecutionProvider"])
+    logits = np.stack([s.run(None, {"image": xs[i:i + 1]})[0][0] for i in range(len(xs))])
+    np.save(os.path.join(out, "test", "images_f32_nchw.npy"), xs)
+    np.save(os.path.join(out, "test", "ort_logits.npy"), logits.astype(np.float32))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(os.path.join(out, "test"), exist_ok=True)
@@ -149,6 +187,7 @@ def main():
     json.dump(report, open(os.path.join(out, "test", "train_report.json"), "w"), indent=1)
     print(json.dumps(report, indent=1))
 
+    export_ort(train, x_tr, x_te, out)
     make_fixtures.reference_io(tfl, os.path.join(out, "io"))
     for accel, system, mode in make_fixtures.ACCELERATORS:
         make_fixtures.vela(tfl, os.path.join(out, "vela", accel), accel, system, mode)

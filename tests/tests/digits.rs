@@ -85,3 +85,61 @@ fn every_held_out_image_is_bit_exact_on_every_target_and_format() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The same trained network quantized by onnxruntime instead (`digits_ort.onnx`: float ONNX
+/// from tf2onnx with an NCHW input, `quantize_static` QDQ with uint8 activations and per-channel
+/// int8 weights). onnxruntime requantizes in float, the NPU in fixed point, so the expectation
+/// is agreement within one quantization step of the output, on every held-out image and every
+/// target, and the same predictions.
+#[test]
+fn onnxruntime_quantized_model_is_within_one_step_of_onnxruntime() {
+    let images = held_out("images_f32_nchw.npy");
+    let want = held_out("ort_logits.npy");
+    let (Data::F32(pixels), Data::F32(want)) = (&images.data, &want.data) else {
+        panic!("float32 images and logits")
+    };
+    let n = images.shape[0];
+    let path = fixtures_dir().join("digits").join("digits_ort.onnx");
+    let graph = npu_build::import::load(&path).expect("import");
+    // One step: the scale of the quantized tensor the float output is dequantized from.
+    let out = graph.outputs[0];
+    let producer = graph.producer(out).expect("the output is computed");
+    let step = graph.tensors[graph.ops[producer].inputs[0]]
+        .quant
+        .as_ref()
+        .expect("quantized")
+        .scale();
+    let mut failures = Vec::new();
+    for target in npu_rt::ethos_u::config::ALL {
+        let t = Target::for_accelerator(target.name).expect("known target");
+        let compiled = compile(&graph, t.accelerator).expect("compile");
+        let (mut worst, mut disagree) = (0f32, 0);
+        for k in 0..n {
+            let input = Value {
+                shape: vec![1, 1, 8, 8],
+                data: Data::F32(pixels[k * 64..(k + 1) * 64].to_vec()),
+            };
+            let (got, _) = compiled.run_sim(&[input]).expect("run");
+            let Data::F32(got) = &got[0].data else {
+                panic!("float32 output")
+            };
+            let reference = &want[k * 10..(k + 1) * 10];
+            for (g, w) in got.iter().zip(reference) {
+                worst = worst.max((g - w).abs() / step);
+            }
+            let top = |v: &[f32]| (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b });
+            disagree += usize::from(top(got) != top(reference));
+        }
+        println!(
+            "{}: worst {worst:.3} steps, {disagree} predictions differ",
+            target.name
+        );
+        if worst > 1.0 + 1e-3 || disagree > 0 {
+            failures.push(format!(
+                "{}: worst difference {worst} steps, {disagree} of {n} predictions differ",
+                target.name
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
