@@ -42,6 +42,7 @@ pub struct Model {
     weights_section: Option<String>,
     input_names: Option<Vec<String>>,
     output_names: Option<Vec<String>>,
+    optimise_size: bool,
 }
 
 /// What [`Model::expand`] produced.
@@ -131,6 +132,23 @@ impl Model {
         self
     }
 
+    /// `"performance"` (default) or `"size"`: stripe chains of operations for the smallest
+    /// arena, as Vela's `--optimise Size` (more cycles). Other values are an error.
+    pub fn optimise(mut self, goal: &str) -> Result<Self> {
+        self.optimise_size = match goal {
+            "performance" => false,
+            "size" => true,
+            other => {
+                return Err(Error::UnknownName {
+                    what: "optimise goal",
+                    given: other.into(),
+                    valid: "performance, size".into(),
+                });
+            }
+        };
+        Ok(self)
+    }
+
     /// Names the outputs, like [`Model::inputs`].
     pub fn outputs<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
         self.output_names = Some(names.into_iter().map(Into::into).collect());
@@ -214,17 +232,18 @@ impl Model {
                                 .into(),
                     })?;
                 let graph = import::from_bytes_in(&bytes, format, &module, dir_of_model)?;
-                let defaults = crate::ethos_u::CompileOptions::for_target(&target);
-                let options = crate::ethos_u::CompileOptions {
-                    cpu_fallback: self.cpu_fallback.unwrap_or(true),
-                    force_cpu: self.force_cpu.clone(),
-                    // The SRAM budget caps the fast scratch where the arena is in DRAM.
-                    fast_scratch: defaults.fast_scratch.map(|f| {
-                        self.sram_limit
-                            .map_or(f, |l| f.min(usize::try_from(l).unwrap_or(usize::MAX)))
-                    }),
-                    ..defaults
-                };
+                // The SRAM budget: the arena's where it is SRAM (striping fits it), the fast
+                // scratch's where the arena is in DRAM.
+                let limit = self
+                    .sram_limit
+                    .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+                let options = crate::ethos_u::CompileOptions::for_target(&target)
+                    .with_sram_limit(&target, limit)
+                    .with(|o| {
+                        o.cpu_fallback = self.cpu_fallback.unwrap_or(true);
+                        o.force_cpu = self.force_cpu.clone();
+                        o.optimise_size = self.optimise_size;
+                    });
                 let compiled = crate::ethos_u::compile_with(&graph, target.accelerator, &options)?;
                 let api = model_api(&compiled, &graph, &target, &self.path);
                 write_cache(&dir, &compiled, &api)?;
@@ -282,8 +301,9 @@ impl Model {
             target.memory_mode.name.hash(&mut h);
             self.cpu_fallback.hash(&mut h);
             self.force_cpu.hash(&mut h);
-            // It caps the fast scratch of Dedicated_Sram modes.
+            // It caps the arena (striping) or the fast scratch.
             self.sram_limit.hash(&mut h);
+            self.optimise_size.hash(&mut h);
             h.finish()
         };
         (u128::from(parts(0x6e70_7531)) << 64) | u128::from(parts(0x6e70_7532))

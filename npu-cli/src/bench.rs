@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use serde_json::{Value as Json, json};
 
-use crate::compile::compile_model;
 use crate::sim::CompiledDir;
 use npu_build::error::{Error, Result};
 use npu_build::ethos_u::perf::estimate_stream;
@@ -41,6 +40,10 @@ pub struct Args {
     /// Only estimate Vela's streams (the model's calibration against Vela's own numbers).
     #[arg(long)]
     pub vela_only: bool,
+    /// `performance` (default) or `size` for our side (Vela's fixtures are its default,
+    /// performance).
+    #[arg(long, alias = "optimize", value_name = "GOAL", value_parser = ["performance", "size"])]
+    pub optimise: Option<String>,
 }
 
 /// Bytes of each memory kind a compiled model needs.
@@ -168,9 +171,11 @@ fn time_vela(exe: &Path, model: &Path, target: &Target) -> Result<f64> {
     }
 }
 
-fn our_side(model: &Path, target: &Target) -> Result<Ours> {
+fn our_side(model: &Path, target: &Target, size: bool) -> Result<Ours> {
     let start = Instant::now();
-    let c = compile_model(model, target)?;
+    let options =
+        npu_build::ethos_u::CompileOptions::for_target(target).with(|o| o.optimise_size = size);
+    let c = crate::compile::compile_model_with(model, target, &options)?;
     let compile_ms = start.elapsed().as_secs_f64() * 1e3;
     // Every NPU command stream of a model with CPU operators too.
     let cycles = npu_build::ethos_u::perf::npu_cycles(&c, target)?;
@@ -227,7 +232,8 @@ fn rows(args: &Args) -> Result<Vec<Row>> {
             let ours = if args.vela_only {
                 Err("not compiled (--vela-only)".to_string())
             } else {
-                our_side(&model, &target).map_err(|e| brief(&e))
+                our_side(&model, &target, args.optimise.as_deref() == Some("size"))
+                    .map_err(|e| brief(&e))
             };
             rows.push(Row {
                 model: name.clone(),

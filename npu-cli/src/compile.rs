@@ -35,9 +35,24 @@ pub struct TargetArgs {
     /// the CPU even where the NPU could; repeatable.
     #[arg(long = "cpu", value_name = "NODE_OR_OP")]
     pub force_cpu: Vec<String>,
+    /// SRAM budget (524288, 512K, 1.5M; binary units): where the arena is SRAM, chains of
+    /// operations are striped until it fits (an error gives the smallest arena reached);
+    /// where the arena is DRAM (Dedicated_Sram), it caps the fast scratch. Default:
+    /// `[package.metadata.npu] sram_limit` under `cargo npu`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub sram_limit: Option<usize>,
+    /// `performance` (default) or `size`: stripe for the smallest arena, as Vela's
+    /// `--optimise Size`.
+    #[arg(long, alias = "optimize", value_name = "GOAL", value_parser = ["performance", "size"])]
+    pub optimise: Option<String>,
 }
 
 impl TargetArgs {
+    /// `--sram-limit`, else `[package.metadata.npu] sram_limit`.
+    pub fn sram_limit(&self) -> Option<usize> {
+        self.sram_limit.or(crate::defaults().sram_limit)
+    }
+
     /// Resolves the names (errors list the valid ones).
     pub fn resolve(&self) -> Result<Target> {
         let d = crate::defaults();
@@ -55,11 +70,13 @@ impl TargetArgs {
 
     /// The compile options these arguments select for `target`.
     pub fn options(&self, target: &Target) -> CompileOptions {
-        CompileOptions {
-            cpu_fallback: !self.no_cpu_fallback,
-            force_cpu: self.force_cpu.clone(),
-            ..CompileOptions::for_target(target)
-        }
+        CompileOptions::for_target(target)
+            .with_sram_limit(target, self.sram_limit())
+            .with(|o| {
+                o.cpu_fallback = !self.no_cpu_fallback;
+                o.force_cpu = self.force_cpu.clone();
+                o.optimise_size = self.optimise.as_deref() == Some("size");
+            })
     }
 }
 
@@ -92,10 +109,6 @@ pub struct ReportArgs {
     /// page).
     #[arg(long, value_name = "DIR")]
     pub vela: Option<PathBuf>,
-    /// SRAM budget to show the SRAM use against (524288, 512K, 1.5M; binary units); default:
-    /// `[package.metadata.npu] sram_limit` under `cargo npu`.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
-    pub sram_limit: Option<usize>,
 }
 
 /// `--sram-limit`'s parser: [`npu_build::build_api::parse_size`] with an error saying what it
@@ -268,7 +281,7 @@ pub fn report(args: ReportArgs) -> Result<()> {
         )));
     }
     let page = PageOptions {
-        sram_limit: args.sram_limit.or(crate::defaults().sram_limit),
+        sram_limit: args.target.sram_limit(),
         vela: args
             .vela
             .as_deref()

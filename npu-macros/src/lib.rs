@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Options (each at most once): `target = "ethos-u55-128"`, `system_config = "..."`,
-//! `memory_mode = "..."`, `name = ident`, `sram_limit = "512K"`, `cpu_fallback = bool`,
+//! `memory_mode = "..."`, `name = ident`, `sram_limit = "512K"` (where the arena is SRAM,
+//! operations are striped until it fits), `optimise = "size"`, `cpu_fallback = bool`,
 //! `cpu = ["Softmax", "node name"]` (run these operator kinds or nodes on the CPU),
 //! `weights_section = ".rodata.npu"`, `inputs = [image]` and `outputs = [logits]` (the names of
 //! the generated fields and modules, in model order, instead of the exporter's). The path is relative to `CARGO_MANIFEST_DIR`.
@@ -78,7 +79,7 @@ impl Parse for Args {
     }
 }
 
-const OPTIONS: &str = "target, system_config, memory_mode, name, sram_limit, cpu_fallback, cpu, weights_section, inputs, outputs";
+const OPTIONS: &str = "target, system_config, memory_mode, name, sram_limit, optimise, cpu_fallback, cpu, weights_section, inputs, outputs";
 
 /// The identifiers of `inputs = [a, b]` / `outputs = [...]`.
 fn ident_list(opt: &Opt) -> syn::Result<Vec<String>> {
@@ -219,6 +220,12 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
                 m
             }
             "weights_section" => model.weights_section(lit_str(opt)?),
+            "optimise" | "optimize" => {
+                let goal = lit_str(opt)?;
+                model
+                    .optimise(&goal)
+                    .map_err(|e| syn::Error::new(span, e.to_string()))?
+            }
             "inputs" => {
                 spans.inputs = Some(span);
                 model.inputs(ident_list(opt)?)

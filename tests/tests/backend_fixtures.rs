@@ -20,6 +20,17 @@ const ALL_TARGETS: [&str; 6] = [
 
 /// Compiles `model.ext` for `target`, runs case `k` on the simulator; returns a failure message.
 fn run_case(model: &str, ext: &str, target: &str, k: usize) -> Option<String> {
+    run_case_with(model, ext, target, k, |_| {})
+}
+
+/// [`run_case`] with the target's default options changed by `tweak`.
+fn run_case_with(
+    model: &str,
+    ext: &str,
+    target: &str,
+    k: usize,
+    tweak: impl Fn(&mut CompileOptions),
+) -> Option<String> {
     let path = fixtures_dir().join(model).join(format!("{model}.{ext}"));
     let graph = match npu_build::import::load(&path) {
         Ok(g) => g,
@@ -28,7 +39,9 @@ fn run_case(model: &str, ext: &str, target: &str, k: usize) -> Option<String> {
     let t = Target::for_accelerator(target).expect("known target");
     // The target's defaults: on the U65s (Dedicated_Sram) the intermediate feature maps go to
     // the fast scratch (region 2), on the U55s (Shared_Sram) weights are copied into the arena.
-    let compiled = match compile_with(&graph, t.accelerator, &CompileOptions::for_target(&t)) {
+    let mut options = CompileOptions::for_target(&t);
+    tweak(&mut options);
+    let compiled = match compile_with(&graph, t.accelerator, &options) {
         Ok(c) => c,
         Err(e) => return Some(format!("{model}.{ext} on {target}: compile: {e}")),
     };
@@ -112,6 +125,31 @@ fn network_fixtures() -> Vec<String> {
 #[test]
 fn network_fixtures_from_both_formats_on_every_target() {
     check_all(&network_fixtures(), &["tflite", "onnx"], &ALL_TARGETS);
+}
+
+/// `optimise = "size"`: the networks with their chains of operations striped for the smallest
+/// arena, every reference case, bit-exact (mv2_224's output is constant; its striped chains
+/// run the same kernels as the others', and `npu-build`'s stripe tests check random data).
+#[test]
+fn networks_striped_for_size_are_bit_exact() {
+    let mut failures = Vec::new();
+    let mut models = network_fixtures();
+    models.push("mv2_224".into());
+    for model in &models {
+        for target in ["ethos-u55-128", "ethos-u55-32"] {
+            if model == "mv2_224" && target != "ethos-u55-128" {
+                continue;
+            }
+            for k in 0..3 {
+                if let Some(f) =
+                    run_case_with(model, "tflite", target, k, |o| o.optimise_size = true)
+                {
+                    failures.push(f);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]

@@ -51,6 +51,12 @@ pub struct CompileOptions {
     /// Bytes of fast scratch (region 2) the intermediate feature maps may use; `None` for a
     /// memory mode without one (the arena is the SRAM). Off with `keep_intermediates`.
     pub fast_scratch: Option<usize>,
+    /// The largest arena allowed: chains of operations are striped (see `stripe`) until the
+    /// arena fits; one that cannot fit is an [`Error::Budget`] naming the smallest arena
+    /// reached. `None`: no limit.
+    pub arena_budget: Option<usize>,
+    /// Vela's `--optimise Size`: stripe for the smallest arena, at some cost in cycles.
+    pub optimise_size: bool,
 }
 
 impl Default for CompileOptions {
@@ -61,6 +67,8 @@ impl Default for CompileOptions {
             force_cpu: Vec::new(),
             weight_dma: true,
             fast_scratch: None,
+            arena_budget: None,
+            optimise_size: false,
         }
     }
 }
@@ -76,6 +84,24 @@ impl CompileOptions {
                 .then(|| usize::try_from(target.arena_cache_size()).unwrap_or(usize::MAX)),
             ..Default::default()
         }
+    }
+
+    /// Applies an SRAM budget: the arena's where the arena is SRAM (striping fits it), the
+    /// fast scratch's where the arena is elsewhere.
+    pub fn with_sram_limit(mut self, target: &crate::target::Target, limit: Option<usize>) -> Self {
+        let Some(limit) = limit else { return self };
+        if target.arena_area() == crate::target::MemArea::Sram {
+            self.arena_budget = Some(limit);
+        } else {
+            self.fast_scratch = self.fast_scratch.map(|f| f.min(limit));
+        }
+        self
+    }
+
+    /// `self` after `f` (for setting a few fields on top of the target's defaults).
+    pub fn with(mut self, f: impl FnOnce(&mut Self)) -> Self {
+        f(&mut self);
+        self
     }
 }
 
@@ -165,35 +191,21 @@ pub fn compile_with(
 ) -> Result<Compiled> {
     let start = Instant::now();
     graph.validate()?;
-    let (mut program, ranges, assignment) = partition_and_lower(graph, accel, options)?;
+    let (mut program, mut ranges, assignment) = partition_and_lower(graph, accel, options)?;
+    if (options.arena_budget.is_some() || options.optimise_size) && !options.keep_intermediates {
+        fit_arena(graph, &assignment, &mut program, &mut ranges, options)?;
+    }
     for op in &mut program.ops {
         op.block = Some(block::choose(op, accel)?);
     }
     let mut ro = ReadOnly::default();
     let (mut weights, pieces) = encode_weights(&program, accel, &mut ro)?;
 
-    // The timeline of arena uses: NPU operations and CPU operators in graph order.
-    let mut timeline: Vec<Vec<usize>> = Vec::new();
-    // What the CPU kernels touch stays in the arena (they see no other region).
-    let mut pinned = std::collections::HashSet::new();
-    let mut npu_pos = Vec::with_capacity(program.ops.len());
-    for (i, op) in graph.ops.iter().enumerate() {
-        if assignment[i].cpu_reason.is_some() {
-            let mut uses = Vec::new();
-            for &t in op.inputs.iter().chain(&op.outputs) {
-                if let Some(Some(p)) = program.tensor_places.get(t) {
-                    uses.push(p.buffer);
-                    pinned.insert(p.buffer);
-                }
-            }
-            timeline.push(uses);
-        } else {
-            for npu_op in &program.ops[ranges[i].clone()] {
-                npu_pos.push(timeline.len());
-                timeline.push(op_buffers(npu_op).map(|(b, _)| b).collect());
-            }
-        }
-    }
+    let Timeline {
+        mut timeline,
+        npu_pos,
+        mut pinned,
+    } = timeline_of(graph, &assignment, &program, &ranges);
     let copies = if options.weight_dma && !options.keep_intermediates {
         plan_weight_copies(&mut program, &mut timeline, &npu_pos, &pieces)?
     } else {
@@ -682,6 +694,208 @@ fn plan_weight_copies(
         }
     }
     Ok(copies)
+}
+
+/// The buffers each step uses, in execution order: NPU operations and CPU operators in graph
+/// order.
+struct Timeline {
+    timeline: Vec<Vec<usize>>,
+    /// The timeline index of each NPU operation.
+    npu_pos: Vec<usize>,
+    /// What the CPU kernels touch: it stays in the arena (they see no other region).
+    pinned: std::collections::HashSet<usize>,
+}
+
+fn timeline_of(
+    graph: &Graph,
+    assignment: &[OpAssignment],
+    program: &Program,
+    ranges: &[Range<usize>],
+) -> Timeline {
+    let mut timeline: Vec<Vec<usize>> = Vec::new();
+    let mut pinned = std::collections::HashSet::new();
+    let mut npu_pos = Vec::with_capacity(program.ops.len());
+    for (i, op) in graph.ops.iter().enumerate() {
+        if assignment[i].cpu_reason.is_some() {
+            let mut uses = Vec::new();
+            for &t in op.inputs.iter().chain(&op.outputs) {
+                if let Some(Some(p)) = program.tensor_places.get(t) {
+                    uses.push(p.buffer);
+                    pinned.insert(p.buffer);
+                }
+            }
+            timeline.push(uses);
+        } else {
+            for npu_op in &program.ops[ranges[i].clone()] {
+                npu_pos.push(timeline.len());
+                timeline.push(op_buffers(npu_op).map(|(b, _)| b).collect());
+            }
+        }
+    }
+    Timeline {
+        timeline,
+        npu_pos,
+        pinned,
+    }
+}
+
+/// Striping decisions: a stretch of operations (program indices) and its stripe count.
+type Decisions = Vec<(Range<usize>, usize)>;
+
+/// Stripes chains of operations (see [`super::stripe`]) until the arena fits
+/// `options.arena_budget`, or, with `optimise_size`, while that shrinks it.
+///
+/// Greedy over *decisions* (a stretch of a chain, a stripe count), always evaluated together
+/// on the unstriped program: each round tries every new stretch of up to 8 operations at a few
+/// stripe counts, and more stripes for each stretch already decided, and keeps the candidate
+/// that lowers the arena most (among equals: the longer stretch, then fewer stripes). The
+/// arena of a candidate is planned on the step list with the stretches' steps replaced by
+/// their stripes' steps, so no operation is copied until the decisions are applied.
+fn fit_arena(
+    graph: &Graph,
+    assignment: &[OpAssignment],
+    program: &mut Program,
+    ranges: &mut [Range<usize>],
+    options: &CompileOptions,
+) -> Result<()> {
+    const STRIPES: [usize; 9] = [2, 3, 4, 6, 8, 12, 16, 24, 32];
+    let t = timeline_of(graph, assignment, program, ranges);
+    // The buffer table without constant bytes: all the arena planner looks at.
+    let light = Program {
+        buffers: program
+            .buffers
+            .iter()
+            .map(|b| super::npu_op::Buffer {
+                kind: match b.kind {
+                    BufferKind::Arena => BufferKind::Arena,
+                    BufferKind::Const(_) => BufferKind::Const(Vec::new()),
+                },
+                name: String::new(),
+                ..b.clone()
+            })
+            .collect(),
+        ops: Vec::new(),
+        tensor_places: Vec::new(),
+    };
+    let evaluate = |decisions: &[(Range<usize>, usize)]| -> Result<usize> {
+        let mut trial = light.clone();
+        let mut tl = t.timeline.clone();
+        let mut sorted: Vec<&(Range<usize>, usize)> = decisions.iter().collect();
+        sorted.sort_by_key(|d| std::cmp::Reverse(d.0.start));
+        for (chain, k) in sorted {
+            let ops = &program.ops[chain.clone()];
+            let plan = super::stripe::plan(ops, *k);
+            let sizes = super::stripe::stripe_sizes(ops, &plan);
+            let mut stripe_buf = Vec::new();
+            for (i, op) in ops.iter().enumerate().take(ops.len() - 1) {
+                trial.buffers[op.ofm.buffer].size = 0;
+                stripe_buf.push(trial.buffers.len());
+                trial.buffers.push(super::npu_op::Buffer {
+                    name: String::new(),
+                    size: sizes[i],
+                    kind: BufferKind::Arena,
+                    io: None,
+                });
+            }
+            let mut steps = Vec::new();
+            for rows in &plan {
+                for (i, op) in ops.iter().enumerate() {
+                    if rows[i].is_empty() {
+                        continue;
+                    }
+                    let mut uses: Vec<usize> = op_buffers(op).map(|(b, _)| b).collect();
+                    for u in &mut uses {
+                        if i > 0 && *u == ops[i - 1].ofm.buffer {
+                            *u = stripe_buf[i - 1];
+                        } else if i + 1 < ops.len() && *u == op.ofm.buffer {
+                            *u = stripe_buf[i];
+                        }
+                    }
+                    steps.push(uses);
+                }
+            }
+            let (first, last) = (t.npu_pos[chain.start], t.npu_pos[chain.end - 1]);
+            tl.splice(first..=last, steps);
+        }
+        Ok(arena_plan(&trial, &tl, false)?.1.size)
+    };
+    // Every stretch (of up to 8 operations) of every chain: a strided operation makes the rows
+    // a stripe needs grow towards the chain's start, so the best cut is often short.
+    let stretches: Vec<Range<usize>> = super::stripe::chains(program, ranges, &t.pinned)
+        .into_iter()
+        .flat_map(|c| {
+            c.clone()
+                .flat_map(move |a| (a + 2..=c.end.min(a + 8)).map(move |b| a..b))
+        })
+        .collect();
+    let budget = options.arena_budget.unwrap_or(0);
+    let mut decisions: Decisions = Vec::new();
+    let mut size = evaluate(&decisions)?;
+    while size > budget || options.optimise_size {
+        let mut best: Option<(usize, Decisions)> = None;
+        let mut consider = |cand: Decisions, len: usize| -> Result<()> {
+            let s = evaluate(&cand)?;
+            let better = match &best {
+                None => s < size,
+                Some((bs, bc)) => {
+                    let blen = bc.iter().map(|d| d.0.len()).sum::<usize>();
+                    s < *bs || (s == *bs && len > blen)
+                }
+            };
+            if better {
+                best = Some((s, cand));
+            }
+            Ok(())
+        };
+        let decided_len: usize = decisions.iter().map(|d| d.0.len()).sum();
+        for stretch in &stretches {
+            if decisions
+                .iter()
+                .any(|(c, _)| c.start < stretch.end && stretch.start < c.end)
+            {
+                continue;
+            }
+            let height = program.ops[stretch.end - 1].ofm.shape[0];
+            for &k in STRIPES.iter().filter(|&&k| k <= height) {
+                let mut cand = decisions.clone();
+                cand.push((stretch.clone(), k));
+                consider(cand, decided_len + stretch.len())?;
+            }
+        }
+        for (j, (chain, k)) in decisions.iter().enumerate() {
+            let height = program.ops[chain.end - 1].ofm.shape[0];
+            for &more in STRIPES.iter().filter(|&&m| m > *k && m <= height) {
+                let mut cand = decisions.clone();
+                cand[j].1 = more;
+                consider(cand, decided_len)?;
+            }
+        }
+        match best {
+            Some((s, cand)) => {
+                size = s;
+                decisions = cand;
+            }
+            None => break,
+        }
+    }
+    if size > budget && options.arena_budget.is_some() {
+        return Err(Error::Budget {
+            // The floor: what is live at once when every chain that shrinks the arena is
+            // striped (inputs, outputs, tensors read twice, stripe buffers).
+            what: format!(
+                "model '{}', with its operations striped as far as that shrinks the arena,",
+                graph.name
+            ),
+            needed: size as u64,
+            limit: budget as u64,
+        });
+    }
+    // Apply from the last stretch back, so earlier operation indices stay valid.
+    decisions.sort_by_key(|d| std::cmp::Reverse(d.0.start));
+    for (chain, k) in decisions {
+        super::stripe::stripe(program, ranges, chain, k);
+    }
+    Ok(())
 }
 
 /// Gives every buffer a `(region, address)`: constants into the read-only region, feature maps

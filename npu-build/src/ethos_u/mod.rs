@@ -17,6 +17,7 @@ pub mod lower;
 pub mod npu_op;
 pub mod partition;
 pub mod perf;
+mod stripe;
 pub mod weights;
 
 pub use artifact::{Compiled, IoTensor, Step};

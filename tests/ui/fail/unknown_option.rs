@@ -1,3 +1,3 @@
-npu_macros::include_model!("models/conv1x1.tflite", target = "ethos-u55-128", optimise = "speed");
+npu_macros::include_model!("models/conv1x1.tflite", target = "ethos-u55-128", stripe = true);
 
 fn main() {}

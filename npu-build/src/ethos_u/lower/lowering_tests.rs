@@ -1465,6 +1465,8 @@ fn fully_connected_three_d_keeps_rows() {
 // moveb: permutes and gathers.
 #[path = "lowering_tests/permute.rs"]
 mod permute;
+#[path = "lowering_tests/stripe.rs"]
+mod stripe;
 
 // elem
 #[path = "math_tests.rs"]

@@ -1,0 +1,279 @@
+//! Striping (cascading): running a chain of operations in horizontal stripes of the last one's
+//! output, so that the feature maps between them never exist whole.
+//!
+//! A *chain* is a run of NPU operations, each the whole lowering of one IR operator, where
+//! every operation's output is read by the next one only, as its IFM, and by nothing else
+//! (no CPU step, no graph output, no other operation). Striped into `k` stripes, the chain
+//! runs `op1(s0), op2(s0), ..., opN(s0), op1(s1), ...`: stripe `s` of the last operation's OFM
+//! rows needs a range of rows of its IFM (kernel height, stride, dilation, top padding), which
+//! the previous operation computes into a *stripe buffer* holding just those rows, and so on
+//! back to the chain's input, which is read in place. Rows in the halo of two stripes are
+//! computed twice (Vela's rolling buffers avoid that; ours trade those MACs for simple
+//! addressing). The intermediate feature maps' buffers become stripe buffers the height of
+//! the largest stripe's rows, which is what lowers the arena's peak.
+//!
+//! Padding is per stripe: the first stripe keeps the top padding, the last the bottom, the
+//! others read real rows there. Outputs are bit-exact with the unstriped chain: every output
+//! row is computed from the same input rows with the same arithmetic.
+
+use std::ops::Range;
+
+use super::npu_op::{Buffer, BufferKind, FeatureMap, NpuOp, NpuOpKind, Operand2, Program};
+use crate::ir::Padding;
+use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
+
+/// The operations the program's operation `k` belongs to: `owner[k]` is the IR operator.
+fn owners(ranges: &[Range<usize>], n_ops: usize) -> Vec<Option<usize>> {
+    let mut owner = vec![None; n_ops];
+    for (i, r) in ranges.iter().enumerate() {
+        for k in r.clone() {
+            if let Some(o) = owner.get_mut(k) {
+                *o = Some(i);
+            }
+        }
+    }
+    owner
+}
+
+/// Whether `fm` is its whole buffer, row after row from offset 0.
+fn whole(program: &Program, fm: &FeatureMap) -> bool {
+    fm.offset == 0
+        && program
+            .buffers
+            .get(fm.buffer)
+            .is_some_and(|b| fm.shape[0].saturating_mul(fm.strides[0]) == b.size)
+}
+
+/// Whether operation `op` can run on a stripe of its rows.
+fn stripeable(op: &NpuOp) -> bool {
+    if op.upscale != IfmUpscaleMode::None || op.ofm.shape[0] < 2 {
+        return false;
+    }
+    match &op.kind {
+        NpuOpKind::Conv(_) | NpuOpKind::Depthwise(_) | NpuOpKind::Pool(_) => true,
+        NpuOpKind::Elementwise { ifm2, .. } => match ifm2 {
+            None | Some(Operand2::Scalar { .. }) => true,
+            Some(Operand2::Tensor(f)) => f.shape[0] == op.ofm.shape[0] || f.shape[0] == 1,
+        },
+    }
+}
+
+/// The chains of `program` (ranges of operation indices, at least two operations each).
+/// `pinned` buffers (CPU steps, weight copies) never join a chain.
+pub(super) fn chains(
+    program: &Program,
+    ranges: &[Range<usize>],
+    pinned: &std::collections::HashSet<usize>,
+) -> Vec<Range<usize>> {
+    let n = program.ops.len();
+    let owner = owners(ranges, n);
+    // Readers and writers of every buffer.
+    let mut uses = vec![0usize; program.buffers.len()];
+    for op in &program.ops {
+        for b in op_feature_maps(op).map(|f| f.buffer) {
+            if let Some(u) = uses.get_mut(b) {
+                *u += 1;
+            }
+        }
+    }
+    let single = |k: usize| ranges.get(owner[k].unwrap_or(usize::MAX)).map(|r| r.len()) == Some(1);
+    let link = |k: usize| -> bool {
+        let (a, b) = (&program.ops[k], &program.ops[k + 1]);
+        let buf = a.ofm.buffer;
+        let ifm2_is_buf = matches!(&b.kind, NpuOpKind::Elementwise { ifm2: Some(Operand2::Tensor(f)), .. } if f.buffer == buf);
+        stripeable(a)
+            && stripeable(b)
+            && single(k)
+            && single(k + 1)
+            && owner[k].zip(owner[k + 1]).is_some_and(|(x, y)| y == x + 1)
+            && b.ifm.buffer == buf
+            && !ifm2_is_buf
+            && whole(program, &a.ofm)
+            && whole(program, &b.ifm)
+            && a.ofm.shape == b.ifm.shape
+            && a.ofm.strides == b.ifm.strides
+            && program.buffers[buf].io.is_none()
+            && matches!(program.buffers[buf].kind, BufferKind::Arena)
+            && !pinned.contains(&buf)
+            && uses[buf] == 2
+    };
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k + 1 < n {
+        if !link(k) {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k + 1 < n && link(k) {
+            k += 1;
+        }
+        out.push(start..k + 1);
+        k += 1;
+    }
+    out
+}
+
+/// The feature maps an operation reads or writes.
+fn op_feature_maps(op: &NpuOp) -> impl Iterator<Item = &FeatureMap> {
+    let ifm2 = match &op.kind {
+        NpuOpKind::Elementwise {
+            ifm2: Some(Operand2::Tensor(f)),
+            ..
+        } => Some(f),
+        _ => None,
+    };
+    [Some(&op.ifm), Some(&op.ofm), ifm2].into_iter().flatten()
+}
+
+/// IFM rows `[lo, hi)` operation `op` reads for OFM rows `rows` (unclamped: `lo` may be
+/// negative, `hi` beyond the IFM, where padding is read).
+fn needed(op: &NpuOp, rows: &Range<usize>) -> (i64, i64) {
+    let k = &op.kernel;
+    let dilated = (k.dilation_y * (k.h.max(1) - 1) + 1) as i64;
+    let top = op.padding.top as i64;
+    let sy = k.stride_y as i64;
+    let lo = rows.start as i64 * sy - top;
+    let hi = (rows.end as i64 - 1) * sy - top + dilated;
+    (lo, hi)
+}
+
+/// `fm` restricted to rows `[lo, hi)` of its box.
+fn rows_of(fm: &FeatureMap, lo: usize, hi: usize) -> FeatureMap {
+    FeatureMap {
+        offset: fm.offset + lo * fm.strides[0],
+        shape: [hi - lo, fm.shape[1], fm.shape[2]],
+        ..fm.clone()
+    }
+}
+
+/// Per stripe of the chain `ops` cut into `stripes`, the OFM rows of every operation (the
+/// last operation's stripe, then back through each kernel's needs, clamped to the tensors).
+pub(super) fn plan(ops: &[NpuOp], stripes: usize) -> Vec<Vec<Range<usize>>> {
+    let n = ops.len();
+    let height = ops[n - 1].ofm.shape[0];
+    let rows_per = height.div_ceil(stripes.clamp(1, height.max(1)));
+    let mut plan = Vec::new();
+    let mut s = 0;
+    while s < height {
+        let mut rows = vec![0..0; n];
+        rows[n - 1] = s..(s + rows_per).min(height);
+        for i in (1..n).rev() {
+            let (lo, hi) = needed(&ops[i], &rows[i]);
+            let h_in = ops[i].ifm.shape[0] as i64;
+            rows[i - 1] = lo.clamp(0, h_in) as usize..hi.clamp(0, h_in) as usize;
+        }
+        plan.push(rows);
+        s += rows_per;
+    }
+    plan
+}
+
+/// Bytes of the stripe buffer of each intermediate of the chain `ops` under `plan`.
+pub(super) fn stripe_sizes(ops: &[NpuOp], plan: &[Vec<Range<usize>>]) -> Vec<usize> {
+    (0..ops.len().saturating_sub(1))
+        .map(|i| {
+            let most = plan.iter().map(|r| r[i].len()).max().unwrap_or(0);
+            most * ops[i].ofm.strides[0]
+        })
+        .collect()
+}
+
+/// Stripes `chain` into `stripes` stripes of its last operation's OFM rows: replaces its
+/// operations in `program.ops` (fixing `ranges`), adds the stripe buffers and empties the
+/// intermediate buffers. Returns the number of operations added.
+pub(super) fn stripe(
+    program: &mut Program,
+    ranges: &mut [Range<usize>],
+    chain: Range<usize>,
+    stripes: usize,
+) -> usize {
+    let ops: Vec<NpuOp> = program.ops[chain.clone()].to_vec();
+    let n = ops.len();
+    let plan = plan(&ops, stripes);
+    let sizes = stripe_sizes(&ops, &plan);
+    let mut stripe_buf = Vec::with_capacity(n - 1);
+    for (i, op) in ops.iter().enumerate().take(n - 1) {
+        let old = op.ofm.buffer;
+        let id = program.buffers.len();
+        program.buffers.push(Buffer {
+            name: format!("{} (stripe)", program.buffers[old].name),
+            size: sizes[i],
+            kind: BufferKind::Arena,
+            io: None,
+        });
+        program.buffers[old].size = 0;
+        stripe_buf.push(id);
+    }
+    let mut new_ops = Vec::with_capacity(plan.len() * n);
+    for rows in &plan {
+        for (i, op) in ops.iter().enumerate() {
+            let r = &rows[i];
+            if r.is_empty() {
+                continue;
+            }
+            let mut o = op.clone();
+            // Output: the chain's own OFM rows for the last operation, else the stripe buffer.
+            o.ofm = if i == n - 1 {
+                rows_of(&op.ofm, r.start, r.end)
+            } else {
+                FeatureMap {
+                    buffer: stripe_buf[i],
+                    offset: 0,
+                    shape: [r.len(), op.ofm.shape[1], op.ofm.shape[2]],
+                    ..op.ofm.clone()
+                }
+            };
+            // Input rows and the padding this stripe still needs.
+            let (lo, hi) = needed(op, r);
+            let h_in = op.ifm.shape[0] as i64;
+            let (in_lo, in_hi) = (lo.clamp(0, h_in), hi.clamp(0, h_in));
+            o.padding = Padding {
+                top: (in_lo - lo) as usize,
+                bottom: (hi - in_hi) as usize,
+                ..op.padding
+            };
+            o.ifm = if i == 0 {
+                rows_of(&op.ifm, in_lo as usize, in_hi as usize)
+            } else {
+                // The previous operation wrote exactly rows [in_lo, in_hi) at the stripe
+                // buffer's start.
+                FeatureMap {
+                    buffer: stripe_buf[i - 1],
+                    offset: 0,
+                    shape: [(in_hi - in_lo) as usize, op.ifm.shape[1], op.ifm.shape[2]],
+                    ..op.ifm.clone()
+                }
+            };
+            if let NpuOpKind::Elementwise {
+                ifm2: Some(Operand2::Tensor(f)),
+                ..
+            } = &mut o.kind
+                && f.shape[0] == op.ofm.shape[0]
+            {
+                *f = rows_of(f, r.start, r.end);
+            }
+            o.block = None;
+            new_ops.push(o);
+        }
+    }
+    let added = new_ops.len() - n;
+    let end = chain.end;
+    program.ops.splice(chain.clone(), new_ops);
+    // The first operator of the chain owns all its stripes; the others own nothing (their
+    // work is inside); later operators shift.
+    let mut first = true;
+    for r in ranges.iter_mut() {
+        if r.start >= end {
+            *r = r.start + added..r.end + added;
+        } else if r.start >= chain.start && r.start != r.end {
+            if first {
+                *r = chain.start..end + added;
+                first = false;
+            } else {
+                *r = end + added..end + added;
+            }
+        }
+    }
+    added
+}
