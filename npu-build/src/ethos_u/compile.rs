@@ -878,6 +878,25 @@ fn fit_arena(
             None => break,
         }
     }
+    // Fewer stripes where the arena allows it: each stripe recomputes its halo rows and
+    // makes the operations smaller, so the fewest that keep the arena are the fastest.
+    let target = if options.optimise_size {
+        size
+    } else {
+        size.max(budget)
+    };
+    for j in 0..decisions.len() {
+        for &fewer in STRIPES.iter().filter(|&&m| m < decisions[j].1) {
+            let mut cand = decisions.clone();
+            cand[j].1 = fewer;
+            let s = evaluate(&cand)?;
+            if s <= target {
+                decisions = cand;
+                size = s;
+                break;
+            }
+        }
+    }
     if size > budget && options.arena_budget.is_some() {
         return Err(Error::Budget {
             // The floor: what is live at once when every chain that shrinks the arena is
