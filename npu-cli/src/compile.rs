@@ -109,6 +109,11 @@ pub struct ReportArgs {
     /// page).
     #[arg(long, value_name = "DIR")]
     pub vela: Option<PathBuf>,
+    /// Print one line per NPU operation and CPU step instead of the JSON: estimated cycles,
+    /// what bounds it (compute or a memory), the arena bytes live while it runs, and where its
+    /// IFM and OFM live (region and address; region 1 the arena, 2 the fast scratch).
+    #[arg(long)]
+    pub per_op: bool,
 }
 
 /// `--sram-limit`'s parser: [`npu_build::build_api::parse_size`] with an error saying what it
@@ -265,6 +270,66 @@ pub fn report_json_with(c: &Compiled, target: &Target, page: &PageOptions) -> se
     v
 }
 
+/// `npu report --per-op`: one line per NPU operation and CPU step, in execution order.
+pub fn per_op_table(c: &Compiled, graph: &npu_build::ir::Graph, target: &Target) -> Result<String> {
+    use std::fmt::Write;
+    let r = crate::html::data::Report::new(c, graph, target)?;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>4}  {:<16} {:>14} {:>10} {:<12} {:>10}  {:<15} {:<15}  node",
+        "#", "kind", "OFM", "cycles", "bound", "live B", "IFM at", "OFM at"
+    );
+    let at = |b: usize| {
+        c.buffer_addrs
+            .get(b)
+            .map_or("-".to_string(), |&(region, addr)| {
+                format!("r{region}@{addr:#x}")
+            })
+    };
+    for step in &r.steps {
+        match step {
+            crate::html::data::StepRow::Cpu { node, op, reason } => {
+                let _ = writeln!(s, "   -  CPU {op:<12} ({reason})  {node}");
+            }
+            crate::html::data::StepRow::Npu { ops, .. } => {
+                for row in r.ops.iter().filter(|o| ops.contains(&o.index)) {
+                    let op = &c.program.ops[row.index];
+                    let live = r
+                        .op_positions
+                        .get(row.index)
+                        .copied()
+                        .flatten()
+                        .and_then(|p| r.live_bytes.get(p))
+                        .copied()
+                        .unwrap_or(0);
+                    let _ = writeln!(
+                        s,
+                        "{:>4}  {:<16} {:>14} {:>10} {:<12} {:>10}  {:<15} {:<15}  {}",
+                        row.index,
+                        row.kind,
+                        format!("{}x{}x{}", row.ofm[0], row.ofm[1], row.ofm[2]),
+                        row.cycles,
+                        r.bound_name(row.bound),
+                        live,
+                        at(op.ifm.buffer),
+                        at(op.ofm.buffer),
+                        row.name
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "total {} cycles (CPU steps not estimated); peak live arena {} bytes of {}",
+        r.cycles_estimate,
+        r.peak_live(),
+        c.arena_size
+    );
+    Ok(s)
+}
+
 pub fn report(args: ReportArgs) -> Result<()> {
     let target = args.target.resolve()?;
     let model = crate::model_path(args.model.as_deref())?;
@@ -291,9 +356,13 @@ pub fn report(args: ReportArgs) -> Result<()> {
     let graph = import::load(&model)?;
     let c = compile_with(&graph, target.accelerator, &args.target.options(&target))?;
     let json = report_json_with(&c, &target, &page);
-    let report =
-        serde_json::to_string_pretty(&json).map_err(|e| npu_build::Error::Other(e.to_string()))?;
-    println!("{report}");
+    if args.per_op {
+        print!("{}", per_op_table(&c, &graph, &target)?);
+    } else {
+        let report = serde_json::to_string_pretty(&json)
+            .map_err(|e| npu_build::Error::Other(e.to_string()))?;
+        println!("{report}");
+    }
     if let Some(path) = &args.html {
         let html = crate::html::page(&c, &graph, &target, &json, &page)?;
         crate::html::write(path, &html)?;

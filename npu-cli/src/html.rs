@@ -579,7 +579,7 @@ fn op_table(s: &mut String, r: &Report) {
 
 /// Every buffer: role, region, address, size, live range.
 fn tensors(s: &mut String, r: &Report) {
-    s.push_str(r#"<h2>Where each tensor lives</h2><p class="note">Region 0 is the read-only data (flash), region 1 the arena. Sizes are before the allocator's alignment; live ranges are schedule positions (first–last).</p><div class="scroll"><table class="tensors"><thead><tr><th>buffer</th><th>role</th><th class="num">region</th><th class="num">address</th><th class="num">bytes</th><th class="num">live</th></tr></thead><tbody>"#);
+    s.push_str(r#"<h2>Where each tensor lives</h2><p class="note">Region 0 is the read-only data (flash), region 1 the arena, region 2 the fast scratch (the SRAM when the arena is in DRAM). Sizes are before the allocator's alignment; live ranges are schedule positions (first–last).</p><div class="scroll"><table class="tensors"><thead><tr><th>buffer</th><th>role</th><th class="num">region</th><th class="num">address</th><th class="num">bytes</th><th class="num">live</th></tr></thead><tbody>"#);
     for b in &r.buffers {
         let role = match b.role {
             BufferRole::Input(k) => format!("input {k}"),

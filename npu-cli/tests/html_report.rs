@@ -237,3 +237,25 @@ fn bad_paths_are_errors() {
     );
     assert!(r.is_err());
 }
+
+/// `npu report --per-op`: a header, one line per NPU operation (the program's, in order, with
+/// the arena bytes live while it runs and where its IFM and OFM live) and the totals.
+#[test]
+fn per_op_table_lists_every_operation() {
+    let graph = npu_build::import::load(&model("digits")).expect("digits");
+    let t = target();
+    for size in [false, true] {
+        let options =
+            npu_build::ethos_u::CompileOptions::for_target(&t).with(|o| o.optimise_size = size);
+        let c = npu_build::ethos_u::compile_with(&graph, t.accelerator, &options).expect("compile");
+        let table = npu_cli::compile::per_op_table(&c, &graph, &t).expect("table");
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), c.program.ops.len() + 2, "{table}");
+        assert!(lines[0].contains("cycles") && lines[0].contains("live B"));
+        for (k, line) in lines[1..lines.len() - 1].iter().enumerate() {
+            assert!(line.trim_start().starts_with(&format!("{k} ")), "{line}");
+            assert!(line.contains("r1@0x"), "{line}");
+        }
+        assert!(lines[lines.len() - 1].starts_with("total "));
+    }
+}

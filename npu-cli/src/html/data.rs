@@ -124,6 +124,8 @@ pub struct Report {
     pub buffers: Vec<BufferRow>,
     /// Live arena bytes at each position (buffer sizes before the allocator's alignment).
     pub live_bytes: Vec<u64>,
+    /// The schedule position of each program operation.
+    pub op_positions: Vec<Option<usize>>,
     /// Sum of the NPU steps' estimates (CPU steps are not estimated).
     pub cycles_estimate: u64,
     pub time_ms: f64,
@@ -246,7 +248,7 @@ impl Report {
                 }),
             }
         }
-        let (positions, buffers, live_bytes) = schedule(c, graph, &ops);
+        let (positions, buffers, live_bytes, op_positions) = schedule(c, graph, &ops);
         Ok(Report {
             ops,
             steps,
@@ -254,6 +256,7 @@ impl Report {
             positions,
             buffers,
             live_bytes,
+            op_positions,
             cycles_estimate,
             time_ms,
             command_stream_bytes,
@@ -285,7 +288,7 @@ fn schedule(
     c: &Compiled,
     graph: &Graph,
     ops: &[OpRow],
-) -> (Vec<Position>, Vec<BufferRow>, Vec<u64>) {
+) -> (Vec<Position>, Vec<BufferRow>, Vec<u64>, Vec<Option<usize>>) {
     let program = &c.program;
     let mut positions: Vec<Position> = Vec::new();
     let mut uses: Vec<Vec<usize>> = Vec::new();
@@ -432,5 +435,5 @@ fn schedule(
             live,
         });
     }
-    (positions, buffers, live_bytes)
+    (positions, buffers, live_bytes, npu_pos)
 }
