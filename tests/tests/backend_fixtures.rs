@@ -127,6 +127,22 @@ fn network_fixtures_from_both_formats_on_every_target() {
     check_all(&network_fixtures(), &["tflite", "onnx"], &ALL_TARGETS);
 }
 
+/// Every single-operator fixture on every target in size mode (operators lowered to several
+/// NPU operations form chains of their own).
+#[test]
+fn single_op_fixtures_in_size_mode_on_every_target() {
+    let mut failures = Vec::new();
+    for model in single_op_fixtures() {
+        for target in ALL_TARGETS {
+            if let Some(f) = run_case_with(&model, "tflite", target, 0, |o| o.optimise_size = true)
+            {
+                failures.push(f);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// `optimise = "size"`: the networks with their chains of operations striped for the smallest
 /// arena, every reference case, bit-exact (mv2_224's output is constant; its striped chains
 /// run the same kernels as the others', and `npu-build`'s stripe tests check random data).
