@@ -62,6 +62,12 @@ impl Console {
     }
 }
 
+impl Default for Console {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl fmt::Write for Console {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         for &b in s.as_bytes() {

@@ -85,7 +85,7 @@ mod app {
             if !self.timing {
                 return kernel();
             }
-            let (result, ticks) = systick::measure(|| kernel());
+            let (result, ticks) = systick::measure(kernel);
             if let (Some(t), Some(o)) = (self.ticks.get_mut(step), self.ops.get_mut(step)) {
                 *t = ticks;
                 *o = op;
