@@ -21,6 +21,11 @@ pub(crate) enum Lut {
     Bytes { table: [i32; 256], offset: i64 },
     /// 256 32-bit entries (int32 OFM; the input is clipped to int8).
     Words { table: [i32; 256], offset: i64 },
+    /// 512 32-bit entries for a 16-bit OFM, each a base (low half) and a slope (high half),
+    /// both signed 16-bit: the input's top 9 bits pick the entry, its low 7 bits interpolate
+    /// (`base + (slope * low7 + 64) >> 7`), as TFLite's `lut_lookup` for int16 does; Vela
+    /// builds its int16 tables for exactly that (`lut.py`, `create_lut_int16_op`).
+    Interp16(std::vec::Vec<u32>),
 }
 
 /// `x.clamp(lo, hi)` without branches (activation clips are hit by many values, e.g. ReLU, so
@@ -153,9 +158,23 @@ impl OutputStage {
                         }
                         Some(Lut::Words { table: t, offset })
                     }
+                    2 => {
+                        let bytes = shram.get(start..start + 2048).ok_or(
+                            SimErrorKind::ShramOutOfBounds {
+                                addr: start as u64,
+                                len: 2048,
+                                size: shram.len() as u64,
+                            },
+                        )?;
+                        let table = bytes
+                            .chunks_exact(4)
+                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                            .collect();
+                        Some(Lut::Interp16(table))
+                    }
                     _ => {
                         return Err(SimErrorKind::Unsupported {
-                            what: "16-bit (interpolating) lookup tables",
+                            what: "lookup tables for this OFM element size",
                         });
                     }
                 }
@@ -279,6 +298,13 @@ impl OutputStage {
             Some(Lut::Bytes { table, offset }) | Some(Lut::Words { table, offset }) => {
                 let idx = (v + offset).clamp(0, 255) as usize;
                 table.get(idx).copied().unwrap_or(0) as i64
+            }
+            Some(Lut::Interp16(table)) => {
+                let u = (v.clamp(-32768, 32767) + 32768) as usize;
+                let entry = table.get(u >> 7).copied().unwrap_or(0);
+                let base = (entry & 0xffff) as u16 as i16 as i64;
+                let slope = (entry >> 16) as u16 as i16 as i64;
+                base + ((slope * (u & 0x7f) as i64 + 64) >> 7)
             }
         };
         v.clamp(self.type_lo, self.type_hi) as i32
