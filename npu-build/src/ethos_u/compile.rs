@@ -748,9 +748,10 @@ type Decisions = Vec<(Range<usize>, usize)>;
 /// Greedy over *decisions* (a stretch of a chain, a stripe count), always evaluated together
 /// on the unstriped program: each round tries every new stretch of up to 8 operations at a few
 /// stripe counts, and more stripes for each stretch already decided, and keeps the candidate
-/// that lowers the arena most (among equals: the longer stretch, then fewer stripes). The
-/// arena of a candidate is planned on the step list with the stretches' steps replaced by
-/// their stripes' steps, so no operation is copied until the decisions are applied.
+/// that lowers the arena most (among equals: the longer stretches); then each stretch gets the
+/// fewest stripes that keep the arena. The arena of a candidate is planned on the step list
+/// with the stretches' steps replaced by their stripes' steps, so no operation is copied until
+/// the decisions are applied.
 fn fit_arena(
     graph: &Graph,
     assignment: &[OpAssignment],
