@@ -241,21 +241,32 @@ fn mv2_every_intermediate_tensor_on_u55_128() {
 /// than once) change where weights are read, not what is computed: mv2 on ethos-u55-128 with
 /// and without them gives TFLite's bytes, copies are made, and the arena does not grow.
 #[test]
-fn mv2_weight_copies_keep_the_arena_and_the_output() {
+fn mv2_weight_copies_grow_the_arena_at_most_1_percent_and_keep_the_output() {
     let path = fixtures_dir().join("mv2_224").join("mv2_224.tflite");
     let graph = npu_build::import::load(&path).expect("import");
     let accel = Target::for_accelerator("ethos-u55-128")
         .expect("target")
         .accelerator;
-    let compile = |weight_dma: bool| {
+    let compile = |weight_dma: bool, arena_budget: Option<usize>| {
         let options = npu_build::ethos_u::CompileOptions {
             weight_dma,
+            arena_budget,
             ..Default::default()
         };
         npu_build::ethos_u::compile_with(&graph, accel, &options).expect("compile")
     };
-    let (with, without) = (compile(true), compile(false));
-    assert_eq!(with.arena_size, without.arena_size, "arena");
+    let (with, without) = (compile(true, None), compile(false, None));
+    // Copies may grow the arena by 1% (the weights of the layers at the peak)...
+    assert!(
+        with.arena_size > without.arena_size
+            && with.arena_size <= without.arena_size + without.arena_size / 100,
+        "arena {} with copies, {} without",
+        with.arena_size,
+        without.arena_size
+    );
+    // ...but never past a budget: at the copy-free arena, copies only fill gaps.
+    let tight = compile(true, Some(without.arena_size));
+    assert_eq!(tight.arena_size, without.arena_size, "arena under a budget");
     for k in 0..3 {
         let want = fixture_output("mv2_224", k);
         let (out, stats) = with.run_sim(&fixture_inputs("mv2_224", k)).expect("run");
