@@ -192,6 +192,10 @@ pub fn compile_with(
     let start = Instant::now();
     graph.validate()?;
     let (mut program, mut ranges, assignment) = partition_and_lower(graph, accel, options)?;
+    if !options.keep_intermediates {
+        let pinned = timeline_of(graph, &assignment, &program, &ranges).pinned;
+        super::fuse_lut::fuse(&mut program, &mut ranges, &pinned);
+    }
     if (options.arena_budget.is_some() || options.optimise_size) && !options.keep_intermediates {
         fit_arena(graph, &assignment, &mut program, &mut ranges, options)?;
     }

@@ -1463,6 +1463,8 @@ fn fully_connected_three_d_keeps_rows() {
 }
 
 // moveb: permutes and gathers.
+#[path = "lowering_tests/fuse.rs"]
+mod fuse;
 #[path = "lowering_tests/permute.rs"]
 mod permute;
 #[path = "lowering_tests/stripe.rs"]
