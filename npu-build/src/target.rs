@@ -280,11 +280,12 @@ pub struct Target {
 }
 
 impl Target {
-    /// Whether copying weights from the read-only memory into the arena pays: the arena is SRAM
-    /// and the read-only data is not (the Shared_Sram mode: flash weights, SRAM arena).
+    /// Whether copying weights from the read-only memory into SRAM pays: the read-only data is
+    /// not SRAM, and the arena is (Shared_Sram: flash weights, SRAM arena) or there is an SRAM
+    /// fast scratch (Dedicated_Sram: DRAM weights and arena, the copies go to region 2).
     pub fn weight_copies_pay(&self) -> bool {
         let port = |p| self.system_config.port(p).area;
-        port(self.memory_mode.arena_mem) == MemArea::Sram
+        (port(self.memory_mode.arena_mem) == MemArea::Sram || self.uses_cache())
             && port(self.memory_mode.const_mem) != MemArea::Sram
     }
 

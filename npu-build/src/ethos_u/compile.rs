@@ -208,14 +208,13 @@ pub fn compile_with(
     let Timeline {
         mut timeline,
         npu_pos,
-        mut pinned,
+        pinned,
     } = timeline_of(graph, &assignment, &program, &ranges);
     let copies = if options.weight_dma && !options.keep_intermediates {
         plan_weight_copies(&mut program, &mut timeline, &npu_pos, &pieces, options)?
     } else {
         vec![None; program.ops.len()]
     };
-    pinned.extend(copies.iter().flatten().copied());
     let fast_budget = options.fast_scratch.filter(|_| !options.keep_intermediates);
     let Places {
         buffers,
@@ -236,7 +235,8 @@ pub fn compile_with(
                 c.weight_addr = c.weight_addr - src + dst;
                 c.scale_addr = c.scale_addr - src + dst;
             }
-            w.region = REGION_ARENA;
+            // The arena, or the fast scratch (the SRAM) where the arena is DRAM.
+            w.region = buffers[*b].0;
             w.dma = Some(WeightDma {
                 src: *src,
                 dst,

@@ -19,7 +19,6 @@ use npu_build::ir::Graph;
 use npu_build::target::Target;
 
 /// Region of the arena (base pointer 1), as in the command stream.
-const REGION_ARENA: u8 = 1;
 /// Bytes of an `NPU_OP_*` command (a cmd0 word).
 const OP_COMMAND_BYTES: usize = 4;
 
@@ -223,7 +222,7 @@ impl Report {
                             macs: o.cost.macs,
                             weight_bytes,
                             scale_bytes,
-                            weights_in_arena: region == Some(REGION_ARENA),
+                            weights_in_arena: region.is_some_and(|r| r != 0),
                             command_bytes: end.saturating_sub(prev_end),
                         });
                         prev_end = end;
