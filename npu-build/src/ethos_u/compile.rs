@@ -606,26 +606,6 @@ fn op_error(op: &NpuOp, detail: impl Into<String>) -> Error {
     Error::Other(format!("{}: {}", op.name, detail.into()))
 }
 
-/// Buffers read and written by `op`.
-fn op_buffers(op: &NpuOp) -> impl Iterator<Item = (usize, bool)> + '_ {
-    let ifm2 = match &op.kind {
-        NpuOpKind::Elementwise {
-            ifm2: Some(super::npu_op::Operand2::Tensor(f)),
-            ..
-        } => Some((f.buffer, false)),
-        _ => None,
-    };
-    let lut = op.activation.lut.map(|b| (b, false));
-    [
-        Some((op.ifm.buffer, false)),
-        ifm2,
-        lut,
-        Some((op.ofm.buffer, true)),
-    ]
-    .into_iter()
-    .flatten()
-}
-
 /// Chooses the operations whose weight streams are copied into the arena by DMA, adds a buffer
 /// for each copy to `program` and its uses to `timeline`, and returns the copy buffer of each
 /// operation.
@@ -746,7 +726,7 @@ fn timeline_of(
         } else {
             for npu_op in &program.ops[ranges[i].clone()] {
                 npu_pos.push(timeline.len());
-                timeline.push(op_buffers(npu_op).map(|(b, _)| b).collect());
+                timeline.push(npu_op.buffers().collect());
             }
         }
     }
@@ -822,7 +802,7 @@ fn fit_arena(
                     if rows[i].is_empty() {
                         continue;
                     }
-                    let mut uses: Vec<usize> = op_buffers(op).map(|(b, _)| b).collect();
+                    let mut uses: Vec<usize> = op.buffers().collect();
                     for u in &mut uses {
                         if i > 0 && *u == ops[i - 1].ofm.buffer {
                             *u = stripe_buf[i - 1];

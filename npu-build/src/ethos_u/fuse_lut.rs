@@ -45,30 +45,11 @@ pub(super) fn fuse(
     ranges: &mut [Range<usize>],
     pinned: &HashSet<usize>,
 ) -> usize {
-    let mut owner = vec![None; program.ops.len()];
-    for (i, r) in ranges.iter().enumerate() {
-        for k in r.clone() {
-            if let Some(o) = owner.get_mut(k) {
-                *o = Some(i);
-            }
-        }
-    }
+    let owner = super::stripe::owners(ranges, program.ops.len());
     let mut uses = vec![0usize; program.buffers.len()];
-    for op in &program.ops {
-        let ifm2 = match &op.kind {
-            NpuOpKind::Elementwise {
-                ifm2: Some(super::npu_op::Operand2::Tensor(f)),
-                ..
-            } => Some(f.buffer),
-            _ => None,
-        };
-        for b in [Some(op.ifm.buffer), Some(op.ofm.buffer), ifm2]
-            .into_iter()
-            .flatten()
-        {
-            if let Some(u) = uses.get_mut(b) {
-                *u += 1;
-            }
+    for b in program.ops.iter().flat_map(NpuOp::buffers) {
+        if let Some(u) = uses.get_mut(b) {
+            *u += 1;
         }
     }
     let mut removed = vec![false; program.ops.len()];

@@ -340,6 +340,29 @@ pub struct NpuOp {
     pub block: Option<BlockConfig>,
 }
 
+impl NpuOp {
+    /// The buffers the operation reads or writes: IFM, IFM2 (a tensor), its lookup table, OFM
+    /// (not weight streams, which are not buffers). The allocator's liveness, striping, table
+    /// fusion and the report's schedule all count uses with it.
+    pub fn buffers(&self) -> impl Iterator<Item = BufferId> + '_ {
+        let ifm2 = match &self.kind {
+            NpuOpKind::Elementwise {
+                ifm2: Some(Operand2::Tensor(f)),
+                ..
+            } => Some(f.buffer),
+            _ => None,
+        };
+        [
+            Some(self.ifm.buffer),
+            ifm2,
+            self.activation.lut,
+            Some(self.ofm.buffer),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 /// Where an IR tensor's bytes are: a buffer, a byte offset into it and the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TensorPlace {

@@ -22,8 +22,8 @@ use super::npu_op::{Buffer, BufferKind, FeatureMap, NpuOp, NpuOpKind, Operand2, 
 use crate::ir::Padding;
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
-/// The operations the program's operation `k` belongs to: `owner[k]` is the IR operator.
-fn owners(ranges: &[Range<usize>], n_ops: usize) -> Vec<Option<usize>> {
+/// The IR operator each program operation belongs to (`ranges`: IR operator -> operations).
+pub(super) fn owners(ranges: &[Range<usize>], n_ops: usize) -> Vec<Option<usize>> {
     let mut owner = vec![None; n_ops];
     for (i, r) in ranges.iter().enumerate() {
         for k in r.clone() {
@@ -70,7 +70,7 @@ pub(super) fn chains(
     // Readers and writers of every buffer.
     let mut uses = vec![0usize; program.buffers.len()];
     for op in &program.ops {
-        for b in op_feature_maps(op).map(|f| f.buffer) {
+        for b in op.buffers() {
             if let Some(u) = uses.get_mut(b) {
                 *u += 1;
             }
@@ -112,18 +112,6 @@ pub(super) fn chains(
         k += 1;
     }
     out
-}
-
-/// The feature maps an operation reads or writes.
-fn op_feature_maps(op: &NpuOp) -> impl Iterator<Item = &FeatureMap> {
-    let ifm2 = match &op.kind {
-        NpuOpKind::Elementwise {
-            ifm2: Some(Operand2::Tensor(f)),
-            ..
-        } => Some(f),
-        _ => None,
-    };
-    [Some(&op.ifm), Some(&op.ofm), ifm2].into_iter().flatten()
 }
 
 /// IFM rows `[lo, hi)` operation `op` reads for OFM rows `rows` (unclamped: `lo` may be

@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 use npu_build::error::Result;
-use npu_build::ethos_u::npu_op::{BufferKind, Io, NpuOp, NpuOpKind, Operand2};
+use npu_build::ethos_u::npu_op::{BufferKind, Io};
 use npu_build::ethos_u::perf::estimate_stream;
 use npu_build::ethos_u::perf::model::NUM_MEMORIES;
 use npu_build::ethos_u::perf::stream::{Event, decode};
@@ -129,25 +129,6 @@ pub struct Report {
     pub cycles_estimate: u64,
     pub time_ms: f64,
     pub command_stream_bytes: usize,
-}
-
-/// The arena buffers an NPU operation reads or writes (the allocator's `op_buffers`).
-fn op_buffers(op: &NpuOp) -> impl Iterator<Item = usize> + '_ {
-    let ifm2 = match &op.kind {
-        NpuOpKind::Elementwise {
-            ifm2: Some(Operand2::Tensor(f)),
-            ..
-        } => Some(f.buffer),
-        _ => None,
-    };
-    [
-        Some(op.ifm.buffer),
-        ifm2,
-        op.activation.lut,
-        Some(op.ofm.buffer),
-    ]
-    .into_iter()
-    .flatten()
 }
 
 /// An operation's weight and scale stream lengths and the weights' region, as its command
@@ -333,7 +314,7 @@ fn schedule(
                     label: format!("#{j} {}", op.name),
                     cpu: false,
                 });
-                uses.push(op_buffers(op).collect());
+                uses.push(op.buffers().collect());
             }
         } else if i >= graph.ops.len() {
             // Steps left that match no operator (not expected): stop rather than loop.

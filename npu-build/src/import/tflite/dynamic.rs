@@ -14,6 +14,7 @@ use super::ops::RawOp;
 use super::schema::{builtin as b, options_type, opts, tensor};
 use super::{Importer, ctx};
 use crate::error::Result;
+use crate::reference::util::broadcast_shape;
 
 /// Whether TFLite tensor `index` has a dynamic dimension in its shape signature.
 fn is_dynamic(im: &Importer, index: usize) -> Result<bool> {
@@ -21,24 +22,6 @@ fn is_dynamic(im: &Importer, index: usize) -> Result<bool> {
     let t = im.tensor_table(index)?;
     let sig = ctx(t.vector(tensor::SHAPE_SIGNATURE, 4, &what))?.map(|v| v.to_i32s());
     Ok(sig.is_some_and(|s| s.contains(&-1)))
-}
-
-/// Numpy-style broadcast of two shapes, if they broadcast.
-fn broadcast(a: &[usize], c: &[usize]) -> Option<Vec<usize>> {
-    let n = a.len().max(c.len());
-    let dim = |s: &[usize], k: usize| {
-        (k + s.len())
-            .checked_sub(n)
-            .map_or(1, |i| s.get(i).copied().unwrap_or(1))
-    };
-    (0..n)
-        .map(|k| match (dim(a, k), dim(c, k)) {
-            (x, y) if x == y => Some(x),
-            (1, y) => Some(y),
-            (x, 1) => Some(x),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Gives the dynamic outputs of `op` their shapes (a no-op for operators without any).
@@ -137,14 +120,14 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
                 let (yb, yn) = y.split_at(y.len() - 2);
                 let m = if adj_x { xm[1] } else { xm[0] };
                 let n = if adj_y { yn[0] } else { yn[1] };
-                broadcast(xb, yb).map(|mut s| {
+                broadcast_shape(xb, yb).map(|mut s| {
                     s.extend([m, n]);
                     s
                 })
             }
         }
         b::ADD | b::SUB | b::MUL | b::MAXIMUM | b::MINIMUM | b::SQUARED_DIFFERENCE | b::PRELU => {
-            broadcast(&x, in_shapes.get(1).map_or(&[][..], Vec::as_slice))
+            broadcast_shape(&x, in_shapes.get(1).map_or(&[][..], Vec::as_slice))
         }
         b::MEAN | b::SUM | b::REDUCE_MAX | b::REDUCE_MIN => {
             let keep = op
@@ -201,16 +184,4 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
     let id = im.tensor(out, false)?;
     im.graph.tensors[id].shape = shape;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::broadcast;
-
-    #[test]
-    fn broadcasting() {
-        assert_eq!(broadcast(&[2, 1, 4], &[3, 1]), Some(vec![2, 3, 4]));
-        assert_eq!(broadcast(&[], &[5]), Some(vec![5]));
-        assert_eq!(broadcast(&[2, 3], &[4, 3]), None);
-    }
 }

@@ -13,30 +13,8 @@ use super::weights::const_layout;
 use crate::error::Result;
 use crate::ir::{Activation, DType, OpKind};
 
-/// Numpy broadcast of two shapes (aligned on the right).
-pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let r = a.len().max(b.len());
-    let mut out = vec![0; r];
-    for i in 0..r {
-        let da = if i + a.len() >= r {
-            a[i + a.len() - r]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= r {
-            b[i + b.len() - r]
-        } else {
-            1
-        };
-        out[i] = match (da, db) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => return None,
-        };
-    }
-    Some(out)
-}
+/// Numpy broadcast of two shapes: the reference interpreter's, one home.
+pub(crate) use crate::reference::util::broadcast_shape as broadcast;
 
 impl Builder {
     /// `Add`, `Sub`, `Mul` of quantized operands (one may be a quantized constant).
