@@ -4,6 +4,7 @@
 pub mod config;
 pub mod cop;
 pub mod driver;
+pub mod numerics;
 pub mod regs;
 pub mod state;
 pub mod weights;

@@ -27,7 +27,6 @@ mod error;
 mod fmap;
 pub mod hazard;
 mod memory;
-mod numerics;
 mod ops;
 pub mod regfile;
 mod stats;

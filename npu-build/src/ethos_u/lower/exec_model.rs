@@ -111,10 +111,16 @@ impl Machine {
             for x in 0..ow {
                 for c in 0..oc {
                     let v = out[(y * ow + x) * oc + c] + i64::from(op.ofm.zero_point);
-                    let v = v.clamp(
-                        i64::from(op.activation.min),
-                        i64::from(op.activation.max.max(op.activation.min)),
-                    );
+                    // The 16-bit clamp registers do not limit 32-bit OFMs (as the simulator,
+                    // checked on Vela's int32 intermediates).
+                    let v = if op.ofm.dtype == ElemType::I32 {
+                        v
+                    } else {
+                        v.clamp(
+                            i64::from(op.activation.min),
+                            i64::from(op.activation.max.max(op.activation.min)),
+                        )
+                    };
                     let v = match &lut {
                         None => v,
                         Some(t) => {
@@ -271,12 +277,16 @@ impl Machine {
                         ElementwiseMode::Mul => scale(a * b, s, op.ofm_round, 0),
                         ElementwiseMode::Add | ElementwiseMode::Sub => {
                             let sc = input_scaling.expect("add/sub input scaling");
-                            assert_eq!(op.ifm.dtype.bits(), 8);
                             let scaled = |v: i64| scale(v, sc.opa, RoundMode::Dbl, 20);
                             let (a, b) = match sc.mode {
+                                IfmScaleMode::OpaOpb16 => {
+                                    // Only the unit scales the lowerings use are modelled.
+                                    assert!(sc.opa == Scale::UNIT && sc.opb == 1);
+                                    (a, b)
+                                }
+                                _ if op.ifm.dtype.bits() != 8 => panic!("not modelled"),
                                 IfmScaleMode::Opa32 => (scaled(a), b << 19),
                                 IfmScaleMode::Opb32 => (a << 19, scaled(b)),
-                                IfmScaleMode::OpaOpb16 => panic!("OPA_OPB_16 not modelled"),
                             };
                             let r = if *mode == ElementwiseMode::Add {
                                 a + b
@@ -297,23 +307,7 @@ impl Machine {
     }
 }
 
-/// `v * scale / 2^shift` with the NPU's rounding (Vela's `Scale` model).
+/// `v * scale / 2^shift` with the NPU's rounding (the simulator's arithmetic, one home).
 fn scale(v: i64, s: Scale, round: RoundMode, dbl_bits: u32) -> i64 {
-    let p = i128::from(v) * i128::from(s.scale);
-    let shift = u32::from(s.shift);
-    if shift == 0 {
-        return p as i64;
-    }
-    let mut r = 1i128 << (shift - 1);
-    match round {
-        RoundMode::Natural => {}
-        RoundMode::Dbl => {
-            if shift > 31 - dbl_bits {
-                let d = 1i128 << (30 - dbl_bits);
-                r += if v >= 0 { d } else { -d };
-            }
-        }
-        RoundMode::Truncate => r = if p >= 0 { 0 } else { (1i128 << shift) - 1 },
-    }
-    ((p + r) >> shift) as i64
+    npu_rt::ethos_u::numerics::scale(v, s.scale, u32::from(s.shift), round, dbl_bits)
 }

@@ -18,6 +18,13 @@
 //!   4. `y = n + p - zo`: an ADD whose operands are shifted left by 19 and whose result is
 //!      scaled by exactly 2^-19 (no rounding happens), zero points `zo`.
 //!
+//! - SquaredDifference (int8): TFLite's integer kernel step by step in int32 (Vela's method):
+//!   each input `(x - z) << 7` by a 1x1 AVERAGE pool with OFM scale 128 (exact), then its
+//!   `MultiplyByQuantizedMultiplierSmallerThanOneExp` as an int32 MUL by the multiplier with
+//!   OFM scale `(1, 31 - shift)` and DBL rounding (the larger-scale input's factor is exactly
+//!   1/2: one pool with OFM scale 64 does both); SUB; MUL of the difference by itself; MUL by
+//!   the output multiplier into the int8 output. Five or six operations (Vela: seven).
+//!
 //! For PRelu Vela uses MUL, MUL, MAX instead (`max(x, alpha x)`), which equals TFLite only for
 //! `alpha <= 1` and up to the rounding of the two multipliers.
 
@@ -41,6 +48,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Abs => lower_abs(cx, op),
         OpKind::Neg => lower_neg(cx, op),
         OpKind::Prelu => lower_prelu(cx, op),
+        OpKind::SquaredDifference => lower_squared_difference(cx, op),
         _ => Err(cx.limit(op, "not lowered to the NPU; runs on the CPU")),
     }
 }
@@ -320,5 +328,128 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         activation: full,
         block: None,
     });
+    Ok(())
+}
+
+/// `(x - z) << 7` rescaled by `r` (TFLite's `MultiplyByQuantizedMultiplierSmallerThanOneExp`)
+/// into a new int32 tensor of `x`'s shape: one or two operations.
+fn shifted_scaled(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    x: FeatureMap,
+    r: crate::reference::util::Rescale,
+    tag: &str,
+) -> Result<FeatureMap> {
+    use super::softmax::{const_i32, elementwise as elementwise_op};
+    let name = op.name.as_str();
+    let shape = x.shape;
+    let exact_half = r.multiplier == 1 << 30 && r.shift == 0;
+    let shifted = scratch_fm(cx, format!("{name}/{tag}"), shape, ElemType::I32);
+    let unit_act = NpuActivation::none(ElemType::I32);
+    let factor = if exact_half { 64 } else { 128 };
+    cx.program.ops.push(nop(
+        name,
+        x,
+        shifted.clone(),
+        Scale {
+            scale: factor,
+            shift: 0,
+        },
+        RoundMode::Natural,
+        unit_act,
+    ));
+    if exact_half {
+        return Ok(shifted);
+    }
+    let shift = u8::try_from(31 - r.shift)
+        .ok()
+        .filter(|&s| s <= 63)
+        .ok_or_else(|| cx.limit(op, format!("input rescale shift {} out of range", r.shift)))?;
+    let m = const_i32(cx, format!("{name}/{tag}_multiplier"), r.multiplier);
+    let scaled = scratch_fm(cx, format!("{name}/{tag}_scaled"), shape, ElemType::I32);
+    cx.program.ops.push(elementwise_op(
+        name,
+        ElementwiseMode::Mul,
+        shifted,
+        Some(m),
+        scaled.clone(),
+        Scale { scale: 1, shift },
+    ));
+    Ok(scaled)
+}
+
+fn lower_squared_difference(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
+    use super::softmax::{const_i32, elementwise as elementwise_op};
+    use crate::reference::pairwise::{PairFn, Pairwise, Quantized};
+    let (a, b, y) = two_in_one_out(op)?;
+    one_type(cx, op, &[a, b, y], &[DType::I8])?;
+    let p = Pairwise::new(cx.graph, op, PairFn::SquaredDifference)?;
+    let Quantized::SquaredDifference {
+        za,
+        zb,
+        left_shift: 7,
+        in1,
+        in2,
+        out,
+        ..
+    } = p.q
+    else {
+        return Err(cx.limit(op, "unexpected SquaredDifference parameters"));
+    };
+    let (ofm, ifm, ifm2, reversed) = binary_operands(cx, op, a, b, y)?;
+    // The square is symmetric: which input is the IFM only picks the rescale.
+    let (r_ifm, (r_ifm2, z_ifm2)) = if reversed {
+        (in2, (in1, za))
+    } else {
+        (in1, (in2, zb))
+    };
+    let name = op.name.clone();
+    let lhs = shifted_scaled(cx, op, ifm, r_ifm, "lhs")?;
+    let rhs = match ifm2 {
+        Operand2::Tensor(f) => shifted_scaled(cx, op, f, r_ifm2, "rhs")?,
+        Operand2::Scalar { value, .. } => {
+            // A constant: TFLite's arithmetic done here, broadcast as an int32 tensor.
+            let v = r_ifm2.apply((value - z_ifm2) << 7);
+            const_i32(cx, format!("{name}/rhs"), v)
+        }
+    };
+    let diff = scratch_fm(cx, format!("{name}/diff"), ofm.shape, ElemType::I32);
+    cx.program.ops.push(elementwise_op(
+        &name,
+        ElementwiseMode::Sub,
+        lhs,
+        Some(rhs),
+        diff.clone(),
+        Scale::UNIT,
+    ));
+    let square = scratch_fm(cx, format!("{name}/square"), ofm.shape, ElemType::I32);
+    cx.program.ops.push(elementwise_op(
+        &name,
+        ElementwiseMode::Mul,
+        diff.clone(),
+        Some(diff),
+        square.clone(),
+        Scale::UNIT,
+    ));
+    let shift = u8::try_from(31 - out.shift)
+        .ok()
+        .filter(|&s| s <= 63)
+        .ok_or_else(|| {
+            cx.limit(
+                op,
+                format!("output rescale shift {} out of range", out.shift),
+            )
+        })?;
+    let m = const_i32(cx, format!("{name}/out_multiplier"), out.multiplier);
+    let mut last = elementwise_op(
+        &name,
+        ElementwiseMode::Mul,
+        square,
+        Some(m),
+        ofm,
+        Scale { scale: 1, shift },
+    );
+    last.activation = clamp(cx, op, Activation::None, y, last.ofm.dtype)?;
+    cx.program.ops.push(last);
     Ok(())
 }

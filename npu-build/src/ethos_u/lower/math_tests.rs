@@ -1,11 +1,18 @@
-//! Test-only: Abs, Neg, Maximum, Minimum, PRelu (lowered to the NPU) and SquaredDifference (CPU)
+//! Test-only: Abs, Neg, Maximum, Minimum, PRelu and SquaredDifference (lowered to the NPU)
 //! against TFLite's outputs (fixtures) and the reference interpreter (synthetic graphs covering
 //! what the fixtures lack: other quantizations, broadcasts, scalars, alpha outside [0, 1], uint8,
 //! int16).
 
 use super::*;
 
-fixture_tests!(op_abs, op_maximum, op_minimum, op_prelu, op_add_broadcast);
+fixture_tests!(
+    op_abs,
+    op_maximum,
+    op_minimum,
+    op_prelu,
+    op_add_broadcast,
+    op_squared_difference
+);
 
 fn konst_i8(b: &mut Builder, name: &str, shape: &[usize], q: (f32, i32), v: &[i8]) -> TensorId {
     b.konst(
@@ -198,30 +205,47 @@ fn prelu_any_alpha_is_exact() {
     );
 }
 
-/// SquaredDifference runs on the CPU: its kernel against the reference, with broadcasting.
+/// SquaredDifference on the NPU (five or six int32 steps): broadcasts either way and at any
+/// rank, equal scales (both factors exactly 1/2), a constant scalar operand, first or second.
 #[test]
-fn squared_difference_cpu_kernel_broadcasts() {
+fn squared_difference_on_the_npu() {
     let full: &[usize] = &[2, 3, 4, 5];
-    for (a, bs) in [(full, &[5][..]), (&[2, 1, 4, 1][..], full), (full, full)] {
-        let g = binary_graph(
-            OpKind::SquaredDifference,
-            (a, 0.05, 3),
-            (bs, 0.02, -6),
-            (full, 0.07, -128),
+    for (k, (a, bs, y)) in [
+        (full, &[5][..], full),
+        (&[2, 3, 1, 1][..], full, full),
+        (full, full, full),
+        (&[1, 4, 4, 8][..], &[1, 1, 1, 8][..], &[1, 4, 4, 8][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        check_graph(
+            binary_graph(
+                OpKind::SquaredDifference,
+                (a, 0.05, 3),
+                (bs, 0.02, -6),
+                (y, 0.07, -128),
+            ),
+            &format!("sqdiff_{k}"),
         );
-        let mut rng = Rng(42);
-        let inputs: Vec<Value> = g
-            .inputs
-            .iter()
-            .map(|&t| random_input(&mut rng, &g.tensors[t]))
-            .collect();
-        let want = crate::reference::run(&g, &inputs).expect("reference");
-        let got = run_all_cpu(&g, &inputs).expect("cpu");
-        assert_eq!(got[0], want[0].data.to_le_bytes(), "{a:?} {bs:?}");
-        // The compiler puts it on the CPU by itself (the NPU lowering gives a limit error).
-        for (accel, got) in run_compiled(&g, &inputs) {
-            assert_eq!(got[0], want[0].data.to_le_bytes(), "{accel}");
-        }
+    }
+    check_graph(
+        binary_graph(
+            OpKind::SquaredDifference,
+            (&[1, 6, 6, 16], 0.031, -2),
+            (&[1, 6, 6, 16], 0.031, -2),
+            (&[1, 6, 6, 16], 0.011, -100),
+        ),
+        "sqdiff_equal_scales",
+    );
+    for first in [true, false] {
+        let mut b = Builder::default();
+        let k = konst_i8(&mut b, "k", &[1], (0.3, 2), &[-17]);
+        let x = b.input("x", &[1, 4, 5, 6], DType::I8, 0.05, -1);
+        let y = b.output("y", &[1, 4, 5, 6], DType::I8, 0.9, -128);
+        let ins = if first { vec![k, x] } else { vec![x, k] };
+        b.op(OpKind::SquaredDifference, ins, vec![y]);
+        check_graph(b.g, &format!("sqdiff_scalar_{first}"));
     }
 }
 
@@ -311,5 +335,52 @@ fn alternating_broadcast_falls_back_to_the_cpu() {
     let want = crate::reference::run(&g, &inputs).expect("reference");
     for (accel, got) in run_compiled(&g, &inputs) {
         assert_eq!(got[0], want[0].data.to_le_bytes(), "{accel}");
+    }
+}
+
+/// The identity the SquaredDifference lowering rests on: an int32 MUL by TFLite's multiplier
+/// with OFM scale `(1, 31 - shift)` and DBL rounding equals `MultiplyByQuantizedMultiplier`
+/// (SRDHM, then a rounding shift) for every value the kernel can produce: each `(x - z) << 7`
+/// of an int8 input, and each square of a difference, for many multipliers.
+#[test]
+fn squared_difference_steps_equal_tflite_for_every_value() {
+    use crate::reference::util::Rescale;
+    use npu_rt::ethos_u::numerics::scale;
+    let npu = |v: i64, r: Rescale| {
+        scale(
+            v,
+            r.multiplier as u32,
+            (31 - r.shift) as u32,
+            npu_rt::ethos_u::regs::RoundMode::Dbl,
+            0,
+        )
+    };
+    let mut rng = Rng(7);
+    for _ in 0..40 {
+        // Input factors in (0, 1/2], output factors of all sizes below 1.
+        let f_in = 0.5 * (rng.next() % 1_000_000 + 1) as f64 / 1_000_000.0;
+        let f_out = (rng.next() % 1_000_000 + 1) as f64 / 1e6 / (1 << (rng.next() % 12)) as f64;
+        let op = Op {
+            name: "t".into(),
+            kind: OpKind::SquaredDifference,
+            inputs: vec![],
+            outputs: vec![],
+        };
+        let r_in = Rescale::new(&op, f_in, "in").unwrap();
+        let r_out = Rescale::new(&op, f_out, "out").unwrap();
+        for v in -255i32..=255 {
+            let x = v << 7;
+            assert_eq!(npu(x.into(), r_in), i64::from(r_in.apply(x)), "{f_in} {v}");
+        }
+        for d in 0i32..=32640 {
+            for d in [d, -d] {
+                let sq = d * d;
+                assert_eq!(
+                    npu(sq.into(), r_out),
+                    i64::from(r_out.apply(sq)),
+                    "{f_out} {d}"
+                );
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! Lowering of 8-bit mean over spatial axes (and over channels when the tensor can be re-viewed
-//! so they become a spatial axis), as TFLite's reference `QuantizedMeanOrSum` computes it.
+//! Lowering of 8-bit MEAN and SUM over spatial axes (and over channels when the tensor can be
+//! re-viewed so they become a spatial axis), as TFLite's `QuantizedMeanOrSum` computes them.
 //!
 //! Decomposition (docs/numerics.md, "Mean"; the same as Arm's Vela): depthwise convolutions with
 //! all-one weights sum `x - zp_in` into int32 (one per chunk of at most 64 kernel rows and
@@ -8,6 +8,15 @@
 //! where `(q, shift)` is TFLite's quantized multiplier of `in_scale / out_scale`, `N` the number
 //! of reduced elements and `k = min(floor(log2 N), 32, 31 + shift)` — TFLite's own pre-shift of
 //! the multiplier, so the product and its double rounding equal `MultiplyByQuantizedMultiplier`.
+//!
+//! SUM sums the same way; TFLite rescales the sum in single precision
+//! (`round(sum * (si / so) + bias)`, `docs/reduce.md`), which no fixed-point scale equals for
+//! every sum in general. The lowering picks the NPU scale (TFLite's quantized multiplier of
+//! `si / so`, DBL or NATURAL rounding) that gives the reference's output for every sum the
+//! input can produce, checked exhaustively at compile time over the sums whose output is not
+//! saturated (both sides are monotonic, so saturation beyond agrees); when none does, SUM runs
+//! on the CPU with that reason. One summing convolution carries the scale itself (as Vela
+//! does); chunked sums end with the int32 multiplication.
 
 use super::super::npu_op::{
     ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
@@ -16,7 +25,8 @@ use super::Lowering;
 use super::softmax::{const_i32, elementwise, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ir::quant::quantize_multiplier;
-use crate::ir::{Op, OpKind, Padding};
+use crate::ir::{Op, OpKind, Padding, ReduceOp};
+use crate::reference::reduce::{Reduce, ReduceMode, scaled_sum};
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmUpscaleMode, RoundMode};
 
 /// Rows of one summing convolution.
@@ -161,9 +171,16 @@ fn mean_scaling(in_scale: f32, out_scale: f32, n: usize) -> Option<(i32, u8)> {
 }
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
-    let OpKind::Mean { axes, .. } = &op.kind else {
-        return Err(Lowering::invalid(op, "not a mean"));
+    let (axes, keep_dims, sum) = match &op.kind {
+        OpKind::Mean { axes, keep_dims } => (axes, *keep_dims, false),
+        OpKind::Reduce {
+            op: ReduceOp::Sum,
+            axes,
+            keep_dims,
+        } => (axes, *keep_dims, true),
+        _ => return Err(Lowering::invalid(op, "not a mean or sum")),
     };
+    let what = if sum { "sum" } else { "mean" };
     let (&x, &y) = match (op.inputs.as_slice(), op.outputs.as_slice()) {
         ([x], [y]) => (x, y),
         _ => return Err(Lowering::invalid(op, "needs one input and one output")),
@@ -172,7 +189,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     if !matches!(dt, ElemType::I8 | ElemType::U8) || cx.elem_type(op, y)? != dt {
         return Err(cx.limit(
             op,
-            "the NPU mean handles int8 -> int8 and uint8 -> uint8 only",
+            format!("the NPU {what} handles int8 -> int8 and uint8 -> uint8 only"),
         ));
     }
     let shape = cx.graph.tensors[x].shape.clone();
@@ -195,14 +212,27 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ),
         ));
     }
-    let (in_scale, _) = cx.quant(x);
-    let (out_scale, _) = cx.quant(y);
-    let (m, s) = mean_scaling(in_scale, out_scale, p.count()).ok_or_else(|| {
-        cx.limit(
-            op,
-            format!("rescale {in_scale} / {out_scale} over {} elements does not fit the output scale register", p.count()),
-        )
-    })?;
+    let (in_scale, zi) = cx.quant(x);
+    let (out_scale, zo) = cx.quant(y);
+    let rescale = if sum {
+        let r = Reduce::new(cx.graph, op, ReduceOp::Sum, axes, keep_dims)?;
+        let ReduceMode::SumScaled { scale, bias, .. } = r.mode else {
+            return Err(cx.limit(op, "a sum without rescaling runs on the CPU"));
+        };
+        sum_rescale(scale, bias, zi, zo, p.count(), dt.range()).map_err(|e| cx.limit(op, e))?
+    } else {
+        let (m, s) = mean_scaling(in_scale, out_scale, p.count()).ok_or_else(|| {
+            cx.limit(
+                op,
+                format!("rescale {in_scale} / {out_scale} over {} elements does not fit the output scale register", p.count()),
+            )
+        })?;
+        Rescale {
+            m: m as u32,
+            s,
+            round: RoundMode::Dbl,
+        }
+    };
 
     let x_fm = cx.fm(op, x)?;
     let y_fm = cx.fm(op, y)?;
@@ -220,6 +250,22 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let rows_per_op = (MAX_KERNEL_ELEMENTS / p.kw)
         .min(p.kh)
         .min(MAX_KERNEL_HEIGHT);
+    if sum && rows_per_op >= p.kh {
+        // One convolution: its per-channel scale is the whole rescale.
+        let mut op1 = sum_op(name, view, out, p.kh, p.kw);
+        if let NpuOpKind::Depthwise(w) = &mut op1.kind {
+            for c in &mut w.scales {
+                *c = ChannelScale {
+                    bias: 0,
+                    scale: rescale.m,
+                    shift: rescale.s,
+                };
+            }
+        }
+        op1.ofm_round = rescale.round;
+        cx.program.ops.push(op1);
+        return Ok(());
+    }
     let mut acc: Option<FeatureMap> = None;
     let mut ops = Vec::new();
     for (i, row0) in (0..p.kh).step_by(rows_per_op).enumerate() {
@@ -252,17 +298,94 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         });
     }
     let acc = acc.ok_or_else(|| Lowering::invalid(op, "internal: no summing operation"))?;
-    let multiplier = const_i32(cx, format!("{name}/multiplier"), m);
-    ops.push(elementwise(
+    let multiplier = const_i32(cx, format!("{name}/multiplier"), rescale.m as i32);
+    let mut mul = elementwise(
         name,
         ElementwiseMode::Mul,
         acc,
         Some(multiplier),
         out,
-        Scale { scale: 1, shift: s },
-    ));
+        Scale {
+            scale: 1,
+            shift: rescale.s,
+        },
+    );
+    mul.ofm_round = rescale.round;
+    ops.push(mul);
     cx.program.ops.extend(ops);
     Ok(())
+}
+
+/// How the int32 sum of `x - zp_in` becomes the output: `scale(acc, m, s, round) + zp_out`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rescale {
+    m: u32,
+    s: u8,
+    round: RoundMode,
+}
+
+/// Most sums [`sum_rescale`] checks (its compile-time cost).
+const MAX_CHECKED_SUMS: i64 = 1 << 25;
+
+/// The NPU rescale that equals TFLite's single-precision SUM rescale (`scale`, `bias` as the
+/// reference computes them) for every int32 sum `A = sum(x - zi)` of `count` elements of the
+/// type range `(lo, hi)`, or why none does.
+fn sum_rescale(
+    scale: f32,
+    bias: f32,
+    zi: i32,
+    zo: i32,
+    count: usize,
+    (lo, hi): (i64, i64),
+) -> std::result::Result<Rescale, String> {
+    let (q, shift) = quantize_multiplier(f64::from(scale));
+    let s = u8::try_from(31 - shift)
+        .ok()
+        .filter(|&s| s <= 63)
+        .ok_or_else(|| format!("rescale {scale} does not fit the output scale register"))?;
+    let n = count as i64;
+    let (zi, zo) = (i64::from(zi), i64::from(zo));
+    let (a_min, a_max) = (n * (lo - zi), n * (hi - zi));
+    // Outside this window both sides saturate (margins of two output steps).
+    let exact = f64::from(scale);
+    let w_lo = (((lo - zo - 2) as f64 / exact).floor() as i64 - 2).max(a_min);
+    let w_hi = (((hi - zo + 2) as f64 / exact).ceil() as i64 + 2).min(a_max);
+    if w_hi - w_lo > MAX_CHECKED_SUMS {
+        return Err(format!(
+            "checking the NPU's rescale of {} possible sums against TFLite's single-precision one is too costly (at most {MAX_CHECKED_SUMS})",
+            w_hi - w_lo
+        ));
+    }
+    let reference = |a: i64| -> i64 {
+        let raw = (a + n * zi) as i32;
+        (i64::from(scaled_sum(raw, scale, bias)) + zo).clamp(lo, hi)
+    };
+    let npu = |a: i64, r: Rescale| -> i64 {
+        (npu_rt::ethos_u::numerics::scale(a, r.m, u32::from(r.s), r.round, 0) + zo).clamp(lo, hi)
+    };
+    // Beyond the window the reference must already be saturated for monotonicity to cover it.
+    if (w_lo > a_min && reference(w_lo) != lo) || (w_hi < a_max && reference(w_hi) != hi) {
+        return Err("internal: the SUM check window does not reach saturation".into());
+    }
+    let mut first_mismatch = None;
+    for round in [RoundMode::Dbl, RoundMode::Natural] {
+        for dm in [0i64, 1, -1] {
+            let Ok(m) = u32::try_from(i64::from(q) + dm) else {
+                continue;
+            };
+            let r = Rescale { m, s, round };
+            match (w_lo..=w_hi).find(|&a| reference(a) != npu(a, r)) {
+                None => return Ok(r),
+                Some(a) => {
+                    first_mismatch.get_or_insert((a, reference(a), npu(a, r)));
+                }
+            }
+        }
+    }
+    let (a, want, got) = first_mismatch.unwrap_or_default();
+    Err(format!(
+        "no NPU rescale equals TFLite's single-precision SUM rescale for every sum (sum of x - zp = {a}: TFLite {want}, NPU {got})"
+    ))
 }
 
 /// A depthwise convolution summing a `kh x kw` window of `ifm - zp` into int32 (weights 1,

@@ -398,11 +398,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         | OpKind::Minimum
         | OpKind::SquaredDifference
         | OpKind::Prelu => math::lower(cx, op),
-        OpKind::Reduce { .. } => reduce::lower(cx, op),
-        OpKind::ArgMinMax { .. } => Err(cx.limit(
-            op,
-            "the NPU lowering has no ARG_MAX/ARG_MIN; they run on the CPU",
-        )),
+        OpKind::Reduce { .. } | OpKind::ArgMinMax { .. } => reduce::lower(cx, op),
         OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
         OpKind::ActFn(_) => act_fn::lower(cx, op),
     }

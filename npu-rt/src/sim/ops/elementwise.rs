@@ -24,11 +24,11 @@ use crate::ethos_u::regs::{
 use super::super::error::{Access, SimErrorKind};
 use super::super::fmap::{FeatureMap, FmKind};
 use super::super::memory::Regions;
-use super::super::numerics::{scale, shift_right};
 use super::super::state::RegisterState;
 use super::super::stats::OpStats;
 use super::ofm_dims;
 use super::output::OutputStage;
+use crate::ethos_u::numerics::{scale, shift_right};
 
 /// Executes one elementwise operation.
 pub(crate) fn run(

@@ -11,8 +11,8 @@ use super::pool::saturate_acc;
 
 use super::super::error::SimErrorKind;
 use super::super::fmap::FeatureMap;
-use super::super::numerics;
 use super::super::state::RegisterState;
+use crate::ethos_u::numerics;
 
 /// The activation lookup table in the shared buffer.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use crate::ethos_u::regs::RoundMode;
 /// bit `31 - dbl_bits` (0 for output scaling; the elementwise input stage uses 20 for 8-bit and
 /// 15 for 16-bit inputs, emulating TFLite's `left_shift` before its double rounding).
 #[inline]
-pub(crate) fn scale(v: i64, multiplier: u32, shift: u32, mode: RoundMode, dbl_bits: u32) -> i64 {
+pub fn scale(v: i64, multiplier: u32, shift: u32, mode: RoundMode, dbl_bits: u32) -> i64 {
     let shift = shift.min(63);
     // Fast path in i64: |v| < 2^30 keeps |v * m| < 2^62, and with shift <= 62 the rounding
     // term stays below 2^61 + 2^30, so nothing overflows.
@@ -74,13 +74,13 @@ pub(crate) fn scale(v: i64, multiplier: u32, shift: u32, mode: RoundMode, dbl_bi
 
 /// Saturates an i128 into i64.
 #[inline]
-pub(crate) fn clamp_i64(v: i128) -> i64 {
+pub fn clamp_i64(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// Rounding right shift of `v` by `shift` (SHR with the OFM rounding mode).
 #[inline]
-pub(crate) fn shift_right(v: i64, shift: u32, mode: RoundMode) -> i64 {
+pub fn shift_right(v: i64, shift: u32, mode: RoundMode) -> i64 {
     scale(v, 1, shift, mode, 31)
 }
 
