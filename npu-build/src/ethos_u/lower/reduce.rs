@@ -15,15 +15,15 @@
 //!   Vela lowers ARG_MAX: a depthwise 1x1 convolution writes `v = ±128 x + (L - 1 - l)` into
 //!   int16 (weight ±128, per-position bias; `l` the index along the axis), so the largest `v` is
 //!   the largest (smallest) `x` and, among equal ones, the first `l`; a MAX pooling over the axis
-//!   picks it and its output stage's 16-bit interpolating table (slope -128, base `L - 1` in all
-//!   512 entries) turns the low 7 bits back into `l`; an ADD of 0 widens the int16 index to
-//!   int32. Three operations (Vela: four, with a separate table pass).
+//!   picks it; a 1x1 pool's 16-bit interpolating table (slope -128, base `L - 1` in all 512
+//!   entries) turns the low 7 bits back into `l` (a separate pass, as Vela has it, so the
+//!   table's DMA overlaps the pooling); an ADD of 0 widens the int16 index to int32.
 use npu_rt::ethos_u::regs::fields::{
     ActivationClipRange, ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode, RoundMode,
 };
 
 use super::Lowering;
-use super::pool::{MAX_POOL_KERNEL_AREA, MAX_POOL_KERNEL_H, lower_max, single_io};
+use super::pool::{MAX_POOL_KERNEL_AREA, MAX_POOL_KERNEL_H, lower_max, nop, single_io};
 use super::softmax::{pool_op, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
@@ -212,6 +212,20 @@ fn low_bits_table(base: i16) -> Vec<u8> {
     entry.iter().copied().cycle().take(512 * 4).collect()
 }
 
+/// A dense `[H, W, C]` shape of `n` elements with C = 16 where 16 divides `n` (at most 4096
+/// columns per row), for element-wise passes whose layout is free.
+fn deep_view(n: usize) -> [usize; 3] {
+    if n % 16 != 0 {
+        return [1, 1, n];
+    }
+    let cols = n / 16;
+    let w = (1..=cols.min(4096))
+        .rev()
+        .find(|w| cols % w == 0)
+        .unwrap_or(1);
+    [cols / w, w, 16]
+}
+
 fn lower_arg(cx: &mut Lowering<'_>, op: &Op, axis: usize, max: bool) -> Result<()> {
     let (x, y) = single_io(op)?;
     let g = cx.graph;
@@ -257,7 +271,14 @@ fn lower_arg(cx: &mut Lowering<'_>, op: &Op, axis: usize, max: bool) -> Result<(
     let inner: usize = shape[axis + 1..].iter().product();
     let x_fm = cx.fm(op, x)?;
     let y_fm = cx.fm(op, y)?;
-    let mut xv = reshape(&x_fm, [outer, 1, len * inner]).ok_or_else(|| not_dense(cx, op))?;
+    // The keys' bias depends on the channel only: the outer positions may be any [H, W];
+    // a near-square one suits the NPU's blocks better than a column.
+    let cols = (1..=outer)
+        .rev()
+        .find(|w| outer % w == 0 && w * w <= outer)
+        .unwrap_or(1);
+    let mut xv =
+        reshape(&x_fm, [outer / cols, cols, len * inner]).ok_or_else(|| not_dense(cx, op))?;
     let yv = reshape(&y_fm, [outer, 1, inner]).ok_or_else(|| not_dense(cx, op))?;
     let name = op.name.as_str();
 
@@ -291,28 +312,37 @@ fn lower_arg(cx: &mut Lowering<'_>, op: &Op, axis: usize, max: bool) -> Result<(
         block: None,
     });
 
-    // 2. The largest key along the axis; the output stage keeps l = L - 1 - (key & 0x7f).
+    // 2. The largest key along the axis. 3. A 1x1 pool whose output stage's table keeps
+    // l = L - 1 - (key & 0x7f): a separate operation (as Vela does) so the table's 2 KiB DMA
+    // overlaps the pooling instead of delaying it.
     let keys = reshape(&keyed, [outer, len, inner]).ok_or_else(|| not_dense(cx, op))?;
-    let index16 = scratch_fm(
-        cx,
-        format!("{name}/index"),
-        [outer, 1, inner],
-        ElemType::I16,
-    );
-    let lut = cx.const_buffer(format!("{name}/low_bits"), low_bits_table((len - 1) as i16));
-    let mut pool = pool_op(name, PoolingMode::Max, keys, index16.clone(), Scale::UNIT);
+    let best = scratch_fm(cx, format!("{name}/best"), [outer, 1, inner], ElemType::I16);
+    let mut pool = pool_op(name, PoolingMode::Max, keys, best.clone(), Scale::UNIT);
     pool.kernel.w = len;
     pool.ofm_round = RoundMode::Natural;
-    pool.activation = NpuActivation {
-        min: -32768,
-        max: 32767,
-        clip_range: ActivationClipRange::OfmPrecision,
-        lut: Some(lut),
-    };
     cx.program.ops.push(pool);
+    // The element-wise passes see the indices as a deep tensor (a `[.., 1, 1]` column would
+    // use one lane of the NPU's 16-deep blocks).
+    let deep = deep_view(outer * inner);
+    let best = reshape(&best, deep).ok_or_else(|| not_dense(cx, op))?;
+    let index16 = scratch_fm(cx, format!("{name}/index"), deep, ElemType::I16);
+    let lut = cx.const_buffer(format!("{name}/low_bits"), low_bits_table((len - 1) as i16));
+    cx.program.ops.push(nop(
+        name,
+        best,
+        index16.clone(),
+        Scale::UNIT,
+        RoundMode::Natural,
+        NpuActivation {
+            min: -32768,
+            max: 32767,
+            clip_range: ActivationClipRange::OfmPrecision,
+            lut: Some(lut),
+        },
+    ));
 
-    // 3. Widen to int32: ADD 0.
-    let mut out = yv;
+    // 4. Widen to int32: ADD 0.
+    let mut out = reshape(&yv, deep).ok_or_else(|| not_dense(cx, op))?;
     out.zero_point = 0;
     cx.program.ops.push(NpuOp {
         name: name.to_string(),
