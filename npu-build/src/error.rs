@@ -32,6 +32,16 @@ pub enum Error {
         op: String,
         supported: String,
     },
+    /// Several nodes use operators nothing can run: every such operator, with the number of
+    /// nodes using it and the first one (the importer reads the whole model before failing).
+    #[error(
+        "the model uses operators that are not supported: {} (supported: {supported})",
+        list_unsupported(ops)
+    )]
+    UnsupportedOps {
+        ops: Vec<UnsupportedUse>,
+        supported: String,
+    },
     /// A supported operator used in a way that is not (attribute, dtype, shape).
     #[error("node '{node}' ({op}): {detail}")]
     InvalidNode {
@@ -91,6 +101,64 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+}
+
+/// One unsupported operator of a model ([`Error::UnsupportedOps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedUse {
+    pub op: String,
+    /// Nodes using it.
+    pub count: usize,
+    /// The first of them.
+    pub first_node: String,
+}
+
+fn list_unsupported(ops: &[UnsupportedUse]) -> String {
+    ops.iter()
+        .map(|u| {
+            let nodes = if u.count == 1 { "node" } else { "nodes" };
+            format!("{} ({} {nodes}, first '{}')", u.op, u.count, u.first_node)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Collects unsupported operators in model order; [`UnsupportedSet::error`] gives the one
+/// error for all of them (the single-node case keeps [`Error::UnsupportedOp`]).
+#[derive(Default)]
+pub struct UnsupportedSet(Vec<UnsupportedUse>);
+
+impl UnsupportedSet {
+    pub fn add(&mut self, op: &str, node: &str) {
+        match self.0.iter_mut().find(|u| u.op == op) {
+            Some(u) => u.count += 1,
+            None => self.0.push(UnsupportedUse {
+                op: op.to_string(),
+                count: 1,
+                first_node: node.to_string(),
+            }),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `None` when nothing was added.
+    pub fn error(self, supported: String) -> Option<Error> {
+        match self.0.as_slice() {
+            [] => None,
+            [one] if one.count == 1 => Some(Error::UnsupportedOp {
+                node: one.first_node.clone(),
+                op: one.op.clone(),
+                supported,
+            }),
+            _ => Some(Error::UnsupportedOps {
+                ops: self.0,
+                supported,
+            }),
         }
     }
 }

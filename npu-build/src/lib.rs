@@ -18,6 +18,7 @@ pub mod error;
 pub mod ethos_u;
 pub mod import;
 pub mod ir;
+pub mod operators;
 pub mod reference;
 pub mod target;
 pub mod value;

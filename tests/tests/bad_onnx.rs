@@ -167,6 +167,28 @@ fn files_that_are_not_onnx_models() {
     assert!(e.to_string().contains("input_0.npy"), "{e}");
 }
 
+/// Several unsupported operators: one error listing each with its node count and first node.
+#[test]
+fn every_unsupported_operator_is_listed_once() {
+    let bytes = model(
+        vec![
+            NodeProto::new("Hardmax", "h1", &["x"], &["a"], vec![]),
+            NodeProto::new("CumSum", "c1", &["a"], &["b"], vec![]),
+            NodeProto::new("Hardmax", "h2", &["b"], &["y"], vec![]),
+        ],
+        vec![],
+    );
+    let e = error(&bytes);
+    let Error::UnsupportedOps { ops, .. } = &e else {
+        panic!("unexpected error {e}");
+    };
+    let got: Vec<(&str, usize, &str)> = ops
+        .iter()
+        .map(|u| (u.op.as_str(), u.count, u.first_node.as_str()))
+        .collect();
+    assert_eq!(got, [("Hardmax", 2, "h1"), ("CumSum", 1, "c1")]);
+}
+
 #[test]
 fn unsupported_operator_is_named_with_the_supported_list() {
     let bytes = model(

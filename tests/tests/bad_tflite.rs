@@ -517,3 +517,54 @@ fn constant_of_the_wrong_size() {
     let e = import(&bytes).unwrap_err().to_string();
     assert!(e.contains("'c'") && e.contains("3 bytes"), "{e}");
 }
+
+/// Several unsupported operators: one error listing each with its node count and first node.
+#[test]
+fn every_unsupported_operator_is_listed_once() {
+    const CUMSUM: i32 = 128;
+    let t = |name| T {
+        name,
+        shape: &[1, 4],
+        ty: INT8,
+        buffer: 0,
+    };
+    let bytes = build(
+        &[SKIP_GRAM, CUMSUM],
+        &[t("x"), t("a"), t("b"), t("c")],
+        &[0],
+        &[3],
+        &[
+            O {
+                opcode: 0,
+                inputs: &[0],
+                outputs: &[1],
+            },
+            O {
+                opcode: 1,
+                inputs: &[1],
+                outputs: &[2],
+            },
+            O {
+                opcode: 0,
+                inputs: &[2],
+                outputs: &[3],
+            },
+        ],
+        &[&[]],
+    );
+    let e = import(&bytes).unwrap_err();
+    let Error::UnsupportedOps { ops, supported } = &e else {
+        panic!("unexpected error {e}");
+    };
+    let got: Vec<(&str, usize, &str)> = ops
+        .iter()
+        .map(|u| (u.op.as_str(), u.count, u.first_node.as_str()))
+        .collect();
+    assert_eq!(got, [("SKIP_GRAM", 2, "a"), ("CUMSUM", 1, "b")]);
+    assert!(supported.contains("CONV_2D"), "{supported}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("SKIP_GRAM (2 nodes, first 'a'), CUMSUM (1 node, first 'b')"),
+        "{msg}"
+    );
+}

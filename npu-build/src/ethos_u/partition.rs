@@ -67,7 +67,10 @@ pub fn matches(op: &Op, pattern: &str) -> bool {
 
 /// Whether the lowering's error `e` means "the NPU cannot", so the CPU may take the operator.
 pub fn is_npu_refusal(e: &Error) -> bool {
-    matches!(e, Error::HardwareLimit { .. } | Error::UnsupportedOp { .. })
+    matches!(
+        e,
+        Error::HardwareLimit { .. } | Error::UnsupportedOp { .. } | Error::UnsupportedOps { .. }
+    )
 }
 
 /// The error of `cpu_fallback = false` for a graph with CPU operators: each one with its reason.

@@ -14,8 +14,8 @@ mod builder;
 mod constant;
 mod external;
 mod float_fn;
-mod fold;
-mod island;
+pub(crate) mod fold;
+pub(crate) mod island;
 mod layout;
 mod model;
 mod ops;
@@ -23,7 +23,7 @@ mod opset;
 mod passes;
 pub mod proto;
 mod qdq;
-mod qop;
+pub(crate) mod qop;
 #[cfg(test)]
 mod tests;
 
@@ -81,13 +81,51 @@ pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> R
         if done[k] || b.float_function(&model.nodes, k, &mut done, &outputs)? {
             continue;
         }
-        b.node(n)?;
+        if let Err(e) = b.node(n) {
+            return Err(match e {
+                Error::UnsupportedOp {
+                    node,
+                    op,
+                    supported,
+                } => all_unsupported(&model.nodes[k + 1..], (&op, &node), supported),
+                other => other,
+            });
+        }
     }
     for decl in &model.outputs {
         graph_output(&mut b, decl)?;
     }
     passes::finish(&mut b);
     Ok(b.g)
+}
+
+/// The error for an unsupported node `first` and every later node whose operator is unknown
+/// to the importer (in none of its lists), counted per operator.
+fn all_unsupported(rest: &[model::Node], first: (&str, &str), supported: String) -> Error {
+    let mut set = crate::error::UnsupportedSet::default();
+    set.add(first.0, first.1);
+    let known = |op: &str| {
+        crate::operators::onnx_names()
+            .chain(fold::FOLDABLE.iter().copied())
+            .chain(qop::QOPERATOR.iter().copied())
+            .chain(island::FLOAT_ISLAND.iter().copied())
+            .any(|k| k == op)
+    };
+    for n in rest {
+        let op = if n.domain.is_empty() {
+            n.op_type.clone()
+        } else {
+            format!("{}.{}", n.domain, n.op_type)
+        };
+        if op == first.0 || (n.domain.is_empty() && !known(&op)) {
+            set.add(&op, &n.name);
+        }
+    }
+    set.error(supported).unwrap_or(Error::UnsupportedOp {
+        node: first.1.to_string(),
+        op: first.0.to_string(),
+        supported: String::new(),
+    })
 }
 
 /// IR type of a graph input/output element type.

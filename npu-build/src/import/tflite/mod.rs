@@ -13,7 +13,7 @@ mod dynamic;
 pub(crate) use dilated::fold_dilated_convs;
 mod fb;
 mod ops;
-mod schema;
+pub(crate) mod schema;
 
 use std::collections::{HashMap, HashSet};
 
@@ -141,9 +141,10 @@ impl<'a> Importer<'a> {
         let operators = ctx(self
             .subgraph
             .vector(subgraph::OPERATORS, 4, "SubGraph.operators"))?;
-        // Every operator must be one we support before anything else is looked at: an unsupported
-        // operator is the most useful thing to report.
+        // Every operator must be one we support before anything else is looked at: the
+        // unsupported ones (all of them, counted) are the most useful thing to report.
         let mut raw_ops = Vec::new();
+        let mut unsupported = crate::error::UnsupportedSet::default();
         for (i, t) in operators
             .iter()
             .flat_map(|v| (0..v.len()).map(move |i| (i, v)))
@@ -163,11 +164,8 @@ impl<'a> Importer<'a> {
                 ctx(t.vector(operator::OUTPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
             let node = self.node_name(i, &outputs);
             if !ops::is_supported(code.builtin) {
-                return Err(Error::UnsupportedOp {
-                    node,
-                    op: code.name(),
-                    supported: ops::supported_list(),
-                });
+                unsupported.add(&code.name(), &node);
+                continue;
             }
             let options_type = ctx(t.u8(operator::BUILTIN_OPTIONS_TYPE, 0, &what))?;
             let options = ctx(t.table(operator::BUILTIN_OPTIONS, &what))?;
@@ -181,6 +179,9 @@ impl<'a> Importer<'a> {
                 options_type,
                 options,
             });
+        }
+        if let Some(e) = unsupported.error(ops::supported_list()) {
+            return Err(e);
         }
 
         let inputs = self.index_list(subgraph::INPUTS, "SubGraph.inputs")?;

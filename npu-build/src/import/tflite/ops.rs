@@ -12,159 +12,17 @@ use crate::ir::{
     ResizeMode, TensorId, TransposeConvAttrs,
 };
 
-/// TFLite operators the importer maps, by their schema names (grouped by the branch that added
-/// them; error messages sort them).
-pub const SUPPORTED: &[&str] = &[
-    "ADD",
-    "AVERAGE_POOL_2D",
-    "CONCATENATION",
-    "CONV_2D",
-    "DEPTHWISE_CONV_2D",
-    "DEQUANTIZE",
-    "FULLY_CONNECTED",
-    "MAX_POOL_2D",
-    "MEAN",
-    "MUL",
-    "PAD",
-    "PADV2",
-    "QUANTIZE",
-    "RELU",
-    "RELU6",
-    "RELU_N1_TO_1",
-    "RESHAPE",
-    "RESIZE_BILINEAR",
-    "RESIZE_NEAREST_NEIGHBOR",
-    "SOFTMAX",
-    "SUB",
-    // movea
-    "EXPAND_DIMS",
-    "PACK",
-    "SHAPE",
-    "REDUCE_PROD",
-    "SLICE",
-    "SPLIT",
-    "SPLIT_V",
-    "SQUEEZE",
-    "STRIDED_SLICE",
-    "UNPACK",
-    // matmul
-    "TRANSPOSE_CONV",
-    "BATCH_MATMUL",
-    // moveb
-    "DEPTH_TO_SPACE",
-    "GATHER",
-    "MIRROR_PAD",
-    "REVERSE_V2",
-    "SPACE_TO_DEPTH",
-    "TILE",
-    "TRANSPOSE",
-    "BATCH_TO_SPACE_ND",
-    "SPACE_TO_BATCH_ND",
-    // elem
-    "ABS",
-    "MAXIMUM",
-    "MINIMUM",
-    "NEG",
-    "PRELU",
-    "SQUARED_DIFFERENCE",
-    // reduce
-    "ARG_MAX",
-    "ARG_MIN",
-    "REDUCE_MAX",
-    "REDUCE_MIN",
-    "SUM",
-    // act
-    "ELU",
-    "EXP",
-    "GELU",
-    "HARD_SWISH",
-    "LEAKY_RELU",
-    "LOG",
-    "LOGISTIC",
-    "RELU_0_TO_1",
-    "RSQRT",
-    "SQRT",
-    "TANH",
-];
-
-/// [`SUPPORTED`] sorted, for messages (branches append their operators to the list).
+/// The TFLite operators the importer maps ([`crate::operators`]'s table), sorted, for messages.
 pub(super) fn supported_list() -> String {
-    let mut all = SUPPORTED.to_vec();
+    let mut all: Vec<&str> = crate::operators::tflite_names().collect();
     all.sort_unstable();
     all.join(", ")
 }
 
-/// Whether builtin operator `code` is one of [`SUPPORTED`].
+/// Whether builtin operator `code` is in [`crate::operators`]'s table.
 pub fn is_supported(code: i32) -> bool {
-    matches!(
-        code,
-        b::ADD
-            | b::AVERAGE_POOL_2D
-            | b::CONCATENATION
-            | b::CONV_2D
-            | b::DEPTHWISE_CONV_2D
-            | b::DEQUANTIZE
-            | b::FULLY_CONNECTED
-            | b::MAX_POOL_2D
-            | b::MEAN
-            | b::MUL
-            | b::PAD
-            | b::PADV2
-            | b::QUANTIZE
-            | b::RELU
-            | b::RELU6
-            | b::RELU_N1_TO_1
-            | b::RESHAPE
-            | b::RESIZE_BILINEAR
-            | b::RESIZE_NEAREST_NEIGHBOR
-            | b::SOFTMAX
-            | b::SUB
-            // movea
-            | b::EXPAND_DIMS
-            | b::PACK
-            | b::SHAPE
-            | b::REDUCE_PROD
-            | b::SLICE
-            | b::SPLIT
-            | b::SPLIT_V
-            | b::SQUEEZE
-            | b::STRIDED_SLICE
-            | b::UNPACK
-            | b::TRANSPOSE_CONV
-            | b::BATCH_MATMUL
-            // moveb
-            | b::DEPTH_TO_SPACE
-            | b::GATHER
-            | b::MIRROR_PAD
-            | b::REVERSE_V2
-            | b::SPACE_TO_DEPTH
-            | b::TILE
-            | b::TRANSPOSE
-            | b::BATCH_TO_SPACE_ND
-            | b::SPACE_TO_BATCH_ND
-            | b::ABS
-            | b::MAXIMUM
-            | b::MINIMUM
-            | b::NEG
-            | b::PRELU
-            | b::SQUARED_DIFFERENCE
-            | b::ARG_MAX
-            | b::ARG_MIN
-            | b::REDUCE_MAX
-            | b::REDUCE_MIN
-            | b::SUM
-            | b::ELU
-            | b::EXP
-            | b::GELU
-            | b::HARD_SWISH
-            | b::LEAKY_RELU
-            | b::LOG
-            | b::LOGISTIC
-            | b::RELU_0_TO_1
-            | b::RSQRT
-            | b::SQRT
-            | b::TANH
-    )
+    let name = super::schema::builtin_name(code);
+    crate::operators::tflite_names().any(|n| n == name)
 }
 
 /// An operator as read from the file, before mapping.

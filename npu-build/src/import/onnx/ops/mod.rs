@@ -21,78 +21,12 @@ use super::model::Node;
 use crate::error::{Error, Result};
 use crate::ir::OpKind;
 
-/// Operators the importer maps onto the IR (besides those only folded as constants).
-const SUPPORTED: &[&str] = &[
-    "Add",
-    "AveragePool",
-    "Clip",
-    "Concat",
-    "Constant",
-    "Conv",
-    "DequantizeLinear",
-    "Flatten",
-    "Gemm",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "Identity",
-    "MatMul",
-    "Max",
-    "MaxPool",
-    "Min",
-    "Mul",
-    "Pad",
-    "QuantizeLinear",
-    "ReduceMean",
-    "Relu",
-    "Reshape",
-    "Resize",
-    "Softmax",
-    "Squeeze",
-    "Sub",
-    "Transpose",
-    "Unsqueeze",
-    // movea
-    "Slice",
-    "Split",
-    // matmul
-    "ConvTranspose",
-    // moveb
-    "DepthToSpace",
-    "Gather",
-    "ReverseSequence",
-    "SpaceToDepth",
-    "Tile",
-    // elem
-    "Abs",
-    "Neg",
-    "PRelu",
-    // reduce
-    "ArgMax",
-    "ArgMin",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceSum",
-    // act: float functions of one tensor (see `float_fn`)
-    "Elu",
-    "Erf",
-    "Exp",
-    "Gelu",
-    "HardSigmoid",
-    "HardSwish",
-    "LeakyRelu",
-    "Log",
-    "Sigmoid",
-    "Tanh",
-];
-
 /// The supported operator list for error messages.
 pub(crate) fn supported_list() -> String {
-    let mut all: Vec<&str> = SUPPORTED
-        .iter()
-        .chain(fold::FOLDABLE)
-        .chain(super::qop::QOPERATOR)
-        .chain(super::island::FLOAT_ISLAND)
-        .copied()
+    let mut all: Vec<&str> = crate::operators::onnx_names()
+        .chain(fold::FOLDABLE.iter().copied())
+        .chain(super::qop::QOPERATOR.iter().copied())
+        .chain(super::island::FLOAT_ISLAND.iter().copied())
         .collect();
     all.sort_unstable();
     all.dedup();
