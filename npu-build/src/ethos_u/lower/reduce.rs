@@ -215,13 +215,13 @@ fn low_bits_table(base: i16) -> Vec<u8> {
 /// A dense `[H, W, C]` shape of `n` elements with C = 16 where 16 divides `n` (at most 4096
 /// columns per row), for element-wise passes whose layout is free.
 fn deep_view(n: usize) -> [usize; 3] {
-    if n % 16 != 0 {
+    if !n.is_multiple_of(16) {
         return [1, 1, n];
     }
     let cols = n / 16;
     let w = (1..=cols.min(4096))
         .rev()
-        .find(|w| cols % w == 0)
+        .find(|w| cols.is_multiple_of(*w))
         .unwrap_or(1);
     [cols / w, w, 16]
 }
@@ -275,7 +275,7 @@ fn lower_arg(cx: &mut Lowering<'_>, op: &Op, axis: usize, max: bool) -> Result<(
     // a near-square one suits the NPU's blocks better than a column.
     let cols = (1..=outer)
         .rev()
-        .find(|w| outer % w == 0 && w * w <= outer)
+        .find(|w| outer.is_multiple_of(*w) && w * w <= outer)
         .unwrap_or(1);
     let mut xv =
         reshape(&x_fm, [outer / cols, cols, len * inner]).ok_or_else(|| not_dense(cx, op))?;
