@@ -54,7 +54,7 @@ pub const OPERATORS: &[Operator] = &[
         ir: "BatchMatMul",
         tflite: &["BATCH_MATMUL"],
         onnx: &[],
-        npu: "no (CPU)",
+        npu: "int8 with equal batch axes, any adjoints, up to 1024 output rows (Vela's form: transpose copies, per row a MUL and a REDUCE_SUM)",
         cpu: "int8, with adjoints and broadcast batches",
     },
     Operator {

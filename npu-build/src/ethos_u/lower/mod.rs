@@ -21,6 +21,7 @@ mod conv;
 mod elementwise;
 mod lut;
 mod math;
+mod matmul;
 mod mean;
 mod pad;
 mod permute;
@@ -388,10 +389,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         )),
         OpKind::Slice { .. } => slice::lower(cx, op),
         OpKind::TransposeConv2d(_) => transpose_conv::lower(cx, op),
-        OpKind::BatchMatMul { .. } => Err(cx.limit(
-            op,
-            "the NPU lowering has no matrix product of two activations; it runs on the CPU",
-        )),
+        OpKind::BatchMatMul { .. } => matmul::lower(cx, op),
         OpKind::Abs
         | OpKind::Neg
         | OpKind::Maximum
