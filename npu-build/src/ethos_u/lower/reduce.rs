@@ -27,8 +27,8 @@ use super::pool::{MAX_POOL_KERNEL_AREA, MAX_POOL_KERNEL_H, lower_max, nop, singl
 use super::softmax::{pool_op, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation as NpuActivation, ChannelScale, ConvWeights, ElemType, InputScaling, Kernel, NpuOp,
-    NpuOpKind, Operand2, Scale,
+    Activation as NpuActivation, ChannelScale, ConvWeights, ElemType, FeatureMap, InputScaling,
+    Kernel, NpuOp, NpuOpKind, Operand2, Scale,
 };
 use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, ReduceOp};
 use crate::reference::movement::Requant;
@@ -159,39 +159,27 @@ fn lower_max_min(cx: &mut Lowering<'_>, op: &Op, axes: &[usize], max: bool) -> R
         })
         .collect();
     let name = op.name.as_str();
-    let out_lut = cx.const_buffer(format!("{name}/not"), out_table);
     // The flip is element-wise (`all_ones - x`, a scalar SUB, no table to load first): done in
     // the input's own (deep) shape, re-viewed for the pool.
     let flipped = scratch_fm(cx, format!("{name}/flipped"), x_fm.shape, dtype);
     let flipped_view = reshape(&flipped, v).ok_or_else(|| not_dense(cx, op))?;
     let mut raw = x_fm;
     raw.zero_point = 0;
-    cx.program.ops.push(NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Elementwise {
-            mode: ElementwiseMode::Sub,
-            ifm2: Some(Operand2::Scalar {
-                value: not(0),
-                zero_point: 0,
-            }),
-            reversed: true,
-            input_scaling: Some(InputScaling {
-                mode: IfmScaleMode::OpaOpb16,
-                opa: Scale::UNIT,
-                opb: 1,
-            }),
-        },
-        activation: NpuActivation::none(dtype),
-        ifm: raw,
-        ofm: flipped,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(Scale::UNIT),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Natural,
-        block: None,
-    });
+    cx.program.ops.push(flip(name, raw, flipped, not(0)));
+    // The last flip: a table in the pooling's output stage, or (unchanged quantization on the
+    // U65, whose output stage takes longer with a table and whose table DMA from DRAM is slow)
+    // a second scalar SUB, as Vela does.
+    if requant.is_none() && cx.accel.product == npu_rt::ethos_u::config::Product::U65 {
+        let best = scratch_fm(cx, format!("{name}/best"), [v[0], 1, v[2]], dtype);
+        lower_max(cx, op, &attrs, x, y, flipped_view, best.clone(), true)?;
+        let deep = deep_view(v[0] * v[2]);
+        let best = reshape(&best, deep).ok_or_else(|| not_dense(cx, op))?;
+        let mut out = reshape(&yv, deep).ok_or_else(|| not_dense(cx, op))?;
+        out.zero_point = 0;
+        cx.program.ops.push(flip(name, best, out, not(0)));
+        return Ok(());
+    }
+    let out_lut = cx.const_buffer(format!("{name}/not"), out_table);
     let first = cx.program.ops.len();
     lower_max(cx, op, &attrs, x, y, flipped_view, yv, true)?;
     for o in &mut cx.program.ops[first..] {
@@ -203,6 +191,36 @@ fn lower_max_min(cx: &mut Lowering<'_>, op: &Op, axes: &[usize], max: bool) -> R
         };
     }
     Ok(())
+}
+
+/// `all_ones - ifm` (bitwise NOT of 8-bit values) by a scalar SUB, zero points 0.
+fn flip(name: &str, ifm: FeatureMap, ofm: FeatureMap, all_ones: i32) -> NpuOp {
+    NpuOp {
+        name: name.to_string(),
+        kind: NpuOpKind::Elementwise {
+            mode: ElementwiseMode::Sub,
+            ifm2: Some(Operand2::Scalar {
+                value: all_ones,
+                zero_point: 0,
+            }),
+            reversed: true,
+            input_scaling: Some(InputScaling {
+                mode: IfmScaleMode::OpaOpb16,
+                opa: Scale::UNIT,
+                opb: 1,
+            }),
+        },
+        activation: NpuActivation::none(ofm.dtype),
+        ifm,
+        ofm,
+        kernel: Kernel::UNIT,
+        padding: Padding::default(),
+        upscale: IfmUpscaleMode::None,
+        ofm_scale: Some(Scale::UNIT),
+        ifm_round: RoundMode::Dbl,
+        ofm_round: RoundMode::Natural,
+        block: None,
+    }
 }
 
 /// The 16-bit interpolating table that maps `v` to `base - (v & 0x7f)` (`docs/numerics.md`,
