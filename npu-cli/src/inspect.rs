@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use npu_build::error::Result;
+use npu_build::error::{Error, Result};
+use npu_build::ethos_u::partition::OpAssignment;
 use npu_build::ir::{ActFn, Activation, Graph, Op, OpKind, Padding, Tensor, TensorId};
 
 #[derive(clap::Args, Debug)]
@@ -14,12 +15,56 @@ pub struct Args {
     /// One line per operator instead of the detailed listing.
     #[arg(long)]
     pub brief: bool,
+    /// Mark each operator NPU or CPU (with the reason) as compiled for this accelerator
+    /// configuration.
+    #[arg(short, long, default_value = "ethos-u55-128")]
+    pub target: String,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let graph = npu_build::import::load(&crate::model_path(args.path.as_deref())?)?;
-    print!("{}", report(&graph, args.brief));
+    let path = crate::model_path(args.path.as_deref())?;
+    let graph = match npu_build::import::load(&path) {
+        Ok(g) => g,
+        Err(e @ (Error::UnsupportedOp { .. } | Error::UnsupportedOps { .. })) => {
+            // Still list the whole model, marking what the importer does not know.
+            if let Ok(list) = npu_build::import::operator_list(&path) {
+                print!("{}", unsupported_listing(&list));
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    let target = npu_build::target::Target::for_accelerator(&args.target)?;
+    let engines = npu_build::ethos_u::compile(&graph, target.accelerator)
+        .map(|c| c.assignment)
+        .map_err(|e| {
+            eprintln!(
+                "note: not compiled for {} ({e}); engines not shown",
+                args.target
+            )
+        })
+        .ok();
+    print!("{}", report(&graph, args.brief, engines.as_deref()));
     Ok(())
+}
+
+/// The operators of a model that does not import: each marked `unsupported` (the importer does
+/// not know it) or `-` (known; the model as a whole was not imported), like Vela's
+/// supported-operator report.
+pub fn unsupported_listing(list: &[(String, String, bool)]) -> String {
+    let mut s = String::new();
+    let bad = list.iter().filter(|(_, _, ok)| !ok).count();
+    let _ = writeln!(
+        s,
+        "{} operators, {bad} of them unsupported (the model does not import):",
+        list.len()
+    );
+    let _ = writeln!(s, "{:>4}  {:<12} {:<28} name", "#", "status", "operator");
+    for (k, (node, op, ok)) in list.iter().enumerate() {
+        let status = if *ok { "-" } else { "unsupported" };
+        let _ = writeln!(s, "{k:>4}  {status:<12} {op:<28} {node}");
+    }
+    s
 }
 
 /// Multiply-accumulates of an operator (convolutions and fully-connected layers; 0 for the
@@ -278,7 +323,16 @@ fn tensor_line(g: &Graph, role: &str, id: TensorId) -> String {
 }
 
 /// The whole listing as text.
-pub fn report(g: &Graph, brief: bool) -> String {
+pub fn report(g: &Graph, brief: bool, engines: Option<&[OpAssignment]>) -> String {
+    let engine = |k: usize| -> (String, String) {
+        match engines.and_then(|e| e.get(k)) {
+            Some(a) => match &a.cpu_reason {
+                None => ("NPU".into(), "NPU".into()),
+                Some(r) => ("CPU".into(), format!("CPU: {r}")),
+            },
+            None => ("-".into(), String::new()),
+        }
+    };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -298,8 +352,8 @@ pub fn report(g: &Graph, brief: bool) -> String {
     if brief {
         let _ = writeln!(
             s,
-            "{:>4}  {:<16} {:<22} {:>14} {:>10}  name",
-            "#", "operator", "output", "MACs", "params"
+            "{:>4}  {:<16} {:<6} {:<22} {:>14} {:>10}  name",
+            "#", "operator", "engine", "output", "MACs", "params"
         );
     }
     for (k, op) in g.ops.iter().enumerate() {
@@ -324,8 +378,9 @@ pub fn report(g: &Graph, brief: bool) -> String {
                 });
             let _ = writeln!(
                 s,
-                "{k:>4}  {:<16} {:<22} {:>14} {:>10}  {}",
+                "{k:>4}  {:<16} {:<6} {:<22} {:>14} {:>10}  {}",
                 op.kind.name(),
+                engine(k).0,
                 out,
                 thousands(m),
                 thousands(p),
@@ -334,6 +389,10 @@ pub fn report(g: &Graph, brief: bool) -> String {
             continue;
         }
         let _ = writeln!(s, "#{k} {}  '{}'", op.kind.name(), op.name);
+        let (_, long) = engine(k);
+        if !long.is_empty() {
+            let _ = writeln!(s, "    engine   {long}");
+        }
         for (role, &i) in input_roles(&op.kind, op.inputs.len())
             .iter()
             .zip(&op.inputs)

@@ -341,3 +341,27 @@ fn inconsistent_attributes_are_named() {
     ));
     assert!(e.to_string().contains("node 'r'"), "{e}");
 }
+
+/// `import::operator_list` lists a model that does not import, marking unknown operators
+/// (what `npu inspect` prints for it).
+#[test]
+fn operator_list_marks_unsupported_operators() {
+    let bytes = model(
+        vec![
+            NodeProto::new("Hardmax", "h1", &["x"], &["a"], vec![]),
+            NodeProto::new("Relu", "r1", &["a"], &["y"], vec![]),
+        ],
+        vec![],
+    );
+    let path = std::env::temp_dir().join(format!("npu_oplist_{}.onnx", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let list = npu_build::import::operator_list(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(
+        list,
+        [
+            ("h1".to_string(), "Hardmax".to_string(), false),
+            ("r1".to_string(), "Relu".to_string(), true)
+        ]
+    );
+}

@@ -568,3 +568,44 @@ fn every_unsupported_operator_is_listed_once() {
         "{msg}"
     );
 }
+
+/// The TFLite operator listing of a model that does not import.
+#[test]
+fn operator_list_of_a_model_with_unsupported_operators() {
+    let t = |name| T {
+        name,
+        shape: &[1, 4],
+        ty: INT8,
+        buffer: 0,
+    };
+    let bytes = build(
+        &[SKIP_GRAM, 0],
+        &[t("x"), t("a"), t("b")],
+        &[0],
+        &[2],
+        &[
+            O {
+                opcode: 0,
+                inputs: &[0],
+                outputs: &[1],
+            },
+            O {
+                opcode: 1,
+                inputs: &[1, 1],
+                outputs: &[2],
+            },
+        ],
+        &[&[]],
+    );
+    let path = std::env::temp_dir().join(format!("npu_oplist_{}.tflite", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let list = npu_build::import::operator_list(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(
+        list,
+        [
+            ("a".to_string(), "SKIP_GRAM".to_string(), false),
+            ("b".to_string(), "ADD".to_string(), true)
+        ]
+    );
+}

@@ -54,6 +54,33 @@ pub fn load(path: &Path) -> Result<Graph> {
     }
 }
 
+/// Every operator of a model file as `(node name, operator name as the format spells it,
+/// supported)`, in order, read without importing: what `npu inspect` lists for a model that
+/// does not import. `supported` is whether the importer knows the operator at all.
+pub fn operator_list(path: &Path) -> Result<Vec<(String, String, bool)>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    match sniff(&bytes, path) {
+        Some(Format::Tflite) => Ok(tflite::operator_list(&bytes)?
+            .into_iter()
+            .map(|(node, op)| {
+                let ok = crate::operators::tflite_names().any(|n| n == op);
+                (node, op, ok)
+            })
+            .collect()),
+        Some(Format::Onnx) => Ok(onnx::operator_list(&bytes)?
+            .into_iter()
+            .map(|(node, op)| {
+                let ok = onnx::is_known(&op);
+                (node, op, ok)
+            })
+            .collect()),
+        None => Err(Error::NotAModel {
+            path: path.to_path_buf(),
+            detail: "neither a TFLite flatbuffer (no TFL3 identifier) nor an ONNX protobuf".into(),
+        }),
+    }
+}
+
 /// Imports a model from memory, validated; an ONNX model's external data files are read from
 /// `dir` (the directory the model came from).
 pub fn from_bytes_in(bytes: &[u8], format: Format, name: &str, dir: &Path) -> Result<Graph> {

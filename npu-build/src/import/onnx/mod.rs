@@ -48,6 +48,35 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
     import_from(bytes, name, None)
 }
 
+/// Every node of the graph as `(node name, operator)` (domain-qualified outside the default
+/// domain), in file order, without importing them (for listings of models that do not import).
+pub fn operator_list(bytes: &[u8]) -> Result<Vec<(String, String)>> {
+    let m = proto::ModelProto::decode(bytes)
+        .map_err(|e| malformed(format!("not a readable ONNX protobuf: {e}")))?;
+    let g = m.graph.ok_or_else(|| malformed("the model has no graph"))?;
+    Ok(g.node
+        .iter()
+        .map(|n| {
+            let op = if n.domain.is_empty() || n.domain == "ai.onnx" {
+                n.op_type.clone()
+            } else {
+                format!("{}.{}", n.domain, n.op_type)
+            };
+            (n.name.clone(), op)
+        })
+        .collect())
+}
+
+/// Whether the importer knows ONNX operator `op` (the operator table, QOperator, float
+/// islands and constant folding).
+pub fn is_known(op: &str) -> bool {
+    crate::operators::onnx_names()
+        .chain(fold::FOLDABLE.iter().copied())
+        .chain(qop::QOPERATOR.iter().copied())
+        .chain(island::FLOAT_ISLAND.iter().copied())
+        .any(|k| k == op)
+}
+
 /// The external data files an ONNX model names (resolved against `dir`; none for an unreadable
 /// model or invalid locations, which the import reports).
 pub fn external_files(bytes: &[u8], dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -104,13 +133,7 @@ pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> R
 fn all_unsupported(rest: &[model::Node], first: (&str, &str), supported: String) -> Error {
     let mut set = crate::error::UnsupportedSet::default();
     set.add(first.0, first.1);
-    let known = |op: &str| {
-        crate::operators::onnx_names()
-            .chain(fold::FOLDABLE.iter().copied())
-            .chain(qop::QOPERATOR.iter().copied())
-            .chain(island::FLOAT_ISLAND.iter().copied())
-            .any(|k| k == op)
-    };
+    let known = is_known;
     for n in rest {
         let op = if n.domain.is_empty() {
             n.op_type.clone()

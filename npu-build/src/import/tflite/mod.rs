@@ -62,6 +62,34 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
     Importer::new(bytes, name)?.run()
 }
 
+/// Every operator of the main subgraph as `(node name, TFLite operator name)`, in order,
+/// without importing them (for listings of models that do not import).
+pub fn operator_list(bytes: &[u8]) -> Result<Vec<(String, String)>> {
+    if bytes.len() < 8 || &bytes[4..8] != b"TFL3" {
+        return Err(malformed("not a TFLite flatbuffer"));
+    }
+    schema::verify(bytes).map_err(|e| malformed(format!("flatbuffer verification failed: {e}")))?;
+    let imp = Importer::new(bytes, "model")?;
+    let operators = ctx(imp
+        .subgraph
+        .vector(subgraph::OPERATORS, 4, "SubGraph.operators"))?;
+    let mut out = Vec::new();
+    for i in 0..operators.as_ref().map_or(0, |v| v.len()) {
+        let Some(v) = operators.as_ref() else { break };
+        let what = format!("operators[{i}]");
+        let t = ctx(v.table(i, &what))?;
+        let code_index = ctx(t.u32(operator::OPCODE_INDEX, 0, &what))? as usize;
+        let op = imp
+            .codes
+            .get(code_index)
+            .map_or_else(|| format!("opcode #{code_index}"), OpCode::name);
+        let outputs =
+            ctx(t.vector(operator::OUTPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+        out.push((imp.node_name(i, &outputs), op));
+    }
+    Ok(out)
+}
+
 /// One operator code: the builtin operator (or CUSTOM) and the custom name.
 struct OpCode {
     builtin: i32,
