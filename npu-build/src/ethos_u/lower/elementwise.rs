@@ -175,6 +175,18 @@ fn direct(
         (a, operand2(cx, op, b, b_shape, None)?, false)
     } else if b_shape == ofm.shape {
         (b, operand2(cx, op, a, a_shape, None)?, true)
+    } else if let Some((k, other, other_shape, reversed)) =
+        [(b, a, a_shape, true), (a, b, b_shape, false)]
+            .into_iter()
+            .find(|&(k, ..)| g.tensors[k].data.is_some())
+            .filter(|_| ofm.elements() <= MAX_EXPANDED_CONSTANT)
+    {
+        // Both operands broadcast, one is a constant (LayerNormalization's `rsqrt(var) * gamma`):
+        // the constant, expanded to the output's shape at compile time, is the IFM.
+        let k_shape = if k == a { a_shape } else { b_shape };
+        let ifm = expanded_constant(cx, op, k, k_shape, ofm.shape)?;
+        let ifm2 = operand2(cx, op, other, other_shape, None)?;
+        return Ok((ofm, ifm, ifm2, reversed));
     } else {
         return Err(cx.limit(
             op,
@@ -301,6 +313,47 @@ fn dense_fm(cx: &mut Lowering<'_>, op: &Op, t: TensorId, shape: [usize; 3]) -> R
         offset: p.offset,
         ..FeatureMap::nhwc(p.buffer, shape, dtype, zero_point)
     })
+}
+
+/// Largest output (elements) for which a broadcast constant operand is expanded at compile time.
+const MAX_EXPANDED_CONSTANT: usize = 64 * 1024;
+
+/// Constant `t` (viewed as `shape`, dimensions of size 1 broadcast) expanded to `to` as a new
+/// read-only feature map with `t`'s zero point.
+fn expanded_constant(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    t: TensorId,
+    shape: [usize; 3],
+    to: [usize; 3],
+) -> Result<FeatureMap> {
+    let tensor = &cx.graph.tensors[t];
+    let e = tensor.dtype.size();
+    let data = tensor
+        .data
+        .as_ref()
+        .filter(|d| d.len() == shape.iter().product::<usize>() * e)
+        .ok_or_else(|| {
+            Lowering::invalid(
+                op,
+                format!("constant '{}' has no data of its shape", tensor.name),
+            )
+        })?;
+    let dtype = cx.elem_type(op, t)?;
+    let (_, zero_point) = cx.quant(t);
+    let at = |d: usize, i: usize| if shape[d] == 1 { 0 } else { i };
+    let mut bytes = Vec::with_capacity(to.iter().product::<usize>() * e);
+    for y in 0..to[0] {
+        for x in 0..to[1] {
+            for c in 0..to[2] {
+                let i = (at(0, y) * shape[1] + at(1, x)) * shape[2] + at(2, c);
+                bytes.extend_from_slice(&data[i * e..(i + 1) * e]);
+            }
+        }
+    }
+    let name = format!("{}/{} expanded", op.name, tensor.name);
+    let buffer = cx.const_buffer(name, bytes);
+    Ok(FeatureMap::nhwc(buffer, to, dtype, zero_point))
 }
 
 /// `[H, W, C]` of input `t` broadcast against output `y`: `t`'s shape aligned to the right of

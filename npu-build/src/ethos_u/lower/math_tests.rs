@@ -384,3 +384,41 @@ fn squared_difference_steps_equal_tflite_for_every_value() {
         }
     }
 }
+
+/// Both operands broadcast and one is a constant (LayerNormalization's `rsqrt(var) * gamma`):
+/// the constant is expanded to the output's shape and the op stays on the NPU, either order,
+/// for Mul, Add and Sub.
+#[test]
+fn both_broadcast_with_a_constant_operand() {
+    let gamma: Vec<i8> = (0..32).map(|i| (i * 7 % 251) as i8 - 100).collect();
+    for (kind, tag) in [
+        (
+            OpKind::Mul {
+                activation: Activation::None,
+            },
+            "mul",
+        ),
+        (
+            OpKind::Add {
+                activation: Activation::None,
+            },
+            "add",
+        ),
+        (
+            OpKind::Sub {
+                activation: Activation::None,
+            },
+            "sub",
+        ),
+    ] {
+        for const_first in [false, true] {
+            let mut b = Builder::default();
+            let k = konst_i8(&mut b, "gamma", &[1, 1, 32], (0.0039, -128), &gamma);
+            let x = b.input("x", &[1, 16, 1], DType::I8, 0.023, -128);
+            let y = b.output("y", &[1, 16, 32], DType::I8, 0.05, 3);
+            let ins = if const_first { vec![k, x] } else { vec![x, k] };
+            b.op(kind.clone(), ins, vec![y]);
+            check_graph(b.g, &format!("{tag}_outer_{const_first}"));
+        }
+    }
+}
