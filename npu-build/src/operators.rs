@@ -168,7 +168,7 @@ pub const OPERATORS: &[Operator] = &[
             "Exp",
             "Log",
         ],
-        npu: "8-bit: one 256-entry table, fused into the operation before when it does not clamp (x * sigmoid(x) and x * HardSigmoid(x) included); 16-bit refused",
+        npu: "8-bit: one 256-entry table, fused into the operation before when it does not clamp (x * sigmoid(x) and x * HardSigmoid(x) included); float islands (dequantize, f32 element-wise functions such as a float NEG, quantize) tabulated into one table at import; 16-bit refused",
         cpu: I8,
     },
     Operator {

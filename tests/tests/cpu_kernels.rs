@@ -67,6 +67,7 @@ const ALL_KINDS: &[&str] = &[
     "Swish",
     "Rsqrt",
     "Sqrt",
+    "Table",
 ];
 
 /// Input cases of every fixture.

@@ -114,6 +114,7 @@ pub fn from_bytes(bytes: &[u8], format: Format, name: &str) -> Result<Graph> {
 /// validation.
 fn finish(mut graph: Graph) -> Result<Graph> {
     fuse_act::fuse_swish(&mut graph);
+    fuse_act::fuse_float_islands(&mut graph);
     graph.validate()?;
     Ok(graph)
 }

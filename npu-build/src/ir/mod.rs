@@ -450,6 +450,9 @@ impl FloatFn {
 }
 
 /// The element-wise functions of [`OpKind::ActFn`].
+// `Table` makes the enum 256 bytes: one per operator of a graph, a cost not worth a box (the
+// enum stays `Copy`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ActFn {
     /// `1 / (1 + exp(-x))` (TFLite LOGISTIC, ONNX Sigmoid).
@@ -477,6 +480,11 @@ pub enum ActFn {
     Rsqrt,
     /// `sqrt(x)` (TFLite SQRT; negative inputs give the output zero point).
     Sqrt,
+    /// A tabulated function of the 8-bit input: entry `i` is the output for input `i - 128`
+    /// (signed) or `i` (unsigned). The importers make it from a float island
+    /// (DEQUANTIZE, float element-wise functions, QUANTIZE) by running those operators on
+    /// every input value, so it is bit-exact with them by construction.
+    Table([u8; 256]),
 }
 
 impl ActFn {
@@ -494,6 +502,7 @@ impl ActFn {
             ActFn::Swish { .. } => "Swish",
             ActFn::Rsqrt => "Rsqrt",
             ActFn::Sqrt => "Sqrt",
+            ActFn::Table(_) => "Table",
         }
     }
 }

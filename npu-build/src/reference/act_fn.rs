@@ -129,6 +129,7 @@ pub(crate) fn table(g: &Graph, op: &Op, f: ActFn) -> Result<Table8> {
         ActFn::Swish { sigmoid } => swish_table(op, &q, sigmoid)?,
         ActFn::Rsqrt => rsqrt_table(op, &q)?,
         ActFn::Sqrt => sqrt_table(&q),
+        ActFn::Table(t) => t,
     };
     Ok(Table8 { bytes, signed })
 }
