@@ -390,7 +390,7 @@ fn squared_difference_steps_equal_tflite_for_every_value() {
 /// for Mul, Add and Sub.
 #[test]
 fn both_broadcast_with_a_constant_operand() {
-    let gamma: Vec<i8> = (0..32).map(|i| (i * 7 % 251) as i8 - 100).collect();
+    let gamma: Vec<i8> = (0..32i32).map(|i| (i * 37 % 256 - 128) as i8).collect();
     for (kind, tag) in [
         (
             OpKind::Mul {
