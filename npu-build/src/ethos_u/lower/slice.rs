@@ -6,8 +6,8 @@
 //! `high_level_command_to_npu_op.py` `get_strides`); the OFM is the output, dense. What the
 //! strides cannot express stays on the CPU (a hardware-limit error the partitioner routes
 //! there): a step along the channels (in NHWC the channel stride is the element size), a
-//! negative step (strides are unsigned addresses), and boxes that cut a leading dimension
-//! the `[H, W, C]` view folds away. See `docs/movea.md`.
+//! negative step (our feature-map strides are unsigned; the hardware's are not, see
+//! `docs/movea.md`), and boxes that cut a leading dimension the `[H, W, C]` view folds away.
 
 use super::pool::{copy_op, single_io, view};
 use super::{Layout, Lowering};
@@ -68,7 +68,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     if steps.iter().any(|&v| v < 0) {
         return Err(cx.limit(
             op,
-            "a negative step (the NPU's feature-map strides are unsigned)",
+            "a negative step (the lowering's feature-map strides are unsigned)",
         ));
     }
     let mut src = xfm.clone();
