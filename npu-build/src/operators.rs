@@ -96,7 +96,7 @@ pub const OPERATORS: &[Operator] = &[
         ir: "PRelu",
         tflite: &["PRELU"],
         onnx: &["PRelu"],
-        npu: "8-bit, any alpha (per channel or broadcast), exact",
+        npu: "8-bit, any alpha (per channel or broadcast), exact; one alpha for every element is one table operation",
         cpu: I8,
     },
     Operator {

@@ -223,10 +223,84 @@ fn lower_neg(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     Ok(())
 }
 
+/// The 256-entry table of a PRelu whose alpha is one constant value (every stored alpha
+/// equal): the reference interpreter's PRelu of every input value with that alpha (entry `i`
+/// is input `i - 128` for int8, `i` for uint8). `None` when alpha varies or is not constant.
+fn uniform_alpha_table(
+    cx: &Lowering<'_>,
+    op: &Op,
+    x: TensorId,
+    alpha: TensorId,
+    y: TensorId,
+) -> Option<[u8; 256]> {
+    use crate::ir::{Graph, Tensor};
+    use crate::value::{Data, Value};
+    let g = cx.graph;
+    let a = g.tensors[alpha].data.as_ref()?;
+    let first = *a.first()?;
+    if a.iter().any(|&b| b != first) {
+        return None;
+    }
+    let mut mini = Graph {
+        name: "prelu".into(),
+        ..Graph::default()
+    };
+    let t = |src: &Tensor, shape: Vec<usize>, data: Option<Vec<u8>>| Tensor {
+        name: src.name.clone(),
+        shape,
+        dtype: src.dtype,
+        quant: src.quant.clone(),
+        data,
+    };
+    let tx = mini.add_tensor(t(&g.tensors[x], vec![256], None));
+    let ta = mini.add_tensor(t(&g.tensors[alpha], vec![1], Some(vec![first])));
+    let ty = mini.add_tensor(t(&g.tensors[y], vec![256], None));
+    mini.inputs.push(tx);
+    mini.outputs.push(ty);
+    mini.ops.push(Op {
+        name: op.name.clone(),
+        kind: OpKind::Prelu,
+        inputs: vec![tx, ta],
+        outputs: vec![ty],
+    });
+    let data = if g.tensors[x].dtype == DType::I8 {
+        Data::I8((-128..=127).collect())
+    } else {
+        Data::U8((0..=255).collect())
+    };
+    let out = crate::reference::run(&mini, &[Value::new(vec![256], data).ok()?]).ok()?;
+    out.first()?.data.to_le_bytes().try_into().ok()
+}
+
 fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let (x, alpha, y) = two_in_one_out(op)?;
     one_type(cx, op, &[x, alpha, y], &[DType::I8, DType::U8])?;
     same_shape(cx, op, x, y)?;
+    if let Some(table) = uniform_alpha_table(cx, op, x, alpha, y) {
+        // One alpha for every element (PyTorch's default `nn.PReLU()`): a function of the
+        // 8-bit input alone, so one table lookup, the reference's outputs for all 256 inputs.
+        let mut ifm = cx.fm(op, x)?;
+        let mut ofm = cx.fm(op, y)?;
+        ifm.zero_point = 0;
+        ofm.zero_point = 0;
+        let (lo, hi) = ofm.dtype.range();
+        let lut = cx.const_buffer(format!("{}/lut", op.name), table.to_vec());
+        let activation = NpuActivation {
+            min: lo as i32,
+            max: hi as i32,
+            clip_range: npu_rt::ethos_u::regs::fields::ActivationClipRange::OfmPrecision,
+            lut: Some(lut),
+        };
+        cx.program.ops.push(nop(
+            &op.name,
+            ifm,
+            ofm,
+            Scale::UNIT,
+            RoundMode::Natural,
+            activation,
+        ));
+        return Ok(());
+    }
     let (sx, zx) = per_tensor(cx, op, x)?;
     let (sa, _) = per_tensor(cx, op, alpha)?;
     let (so, zo) = per_tensor(cx, op, y)?;

@@ -422,3 +422,28 @@ fn both_broadcast_with_a_constant_operand() {
         }
     }
 }
+
+/// One alpha for every element (PyTorch's default `nn.PReLU()`, or equal per-channel values):
+/// one table operation, the reference's PRelu of every input value.
+#[test]
+fn prelu_with_one_alpha_is_one_table() {
+    let s: &[usize] = &[1, 3, 4, 6];
+    for (dtype, alpha, tag) in [
+        (DType::I8, vec![-90i8], "i8_scalar"),
+        (DType::I8, vec![127i8; 6], "i8_equal_channels"),
+        (DType::I8, vec![-128i8], "i8_min_alpha"),
+        (DType::U8, vec![-56i8], "u8_scalar"),
+    ] {
+        let shape: &[usize] = if alpha.len() == 1 { &[1] } else { &[6] };
+        let qa = if dtype == DType::U8 {
+            (0.01, 128)
+        } else {
+            (0.02, 0)
+        };
+        let g = prelu_graph(dtype, s, shape, &alpha, qa);
+        let p = super::super::super::lower(&g, &ETHOS_U55_128).expect("lowers");
+        assert_eq!(p.ops.len(), 1, "{tag}: one table operation");
+        assert!(p.ops[0].activation.lut.is_some(), "{tag}");
+        check_graph(g, &format!("prelu_table_{tag}"));
+    }
+}
