@@ -279,6 +279,14 @@ impl Activation {
             lut: None,
         }
     }
+
+    /// The table in `lut` (see [`Activation::lut`]), then [`Activation::none`]'s clamp.
+    pub fn table(dtype: ElemType, lut: BufferId) -> Self {
+        Activation {
+            lut: Some(lut),
+            ..Activation::none(dtype)
+        }
+    }
 }
 
 /// The operation class and its class-specific inputs.

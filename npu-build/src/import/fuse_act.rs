@@ -132,7 +132,6 @@ pub fn fuse_float_islands(g: &mut Graph) {
 /// values of its 8-bit input.
 fn island_table(g: &Graph, dq: usize, chain: &[usize], q: usize) -> Option<[u8; 256]> {
     use crate::ir::{Op, Tensor};
-    use crate::value::{Data, Value};
     let mut mini = Graph {
         name: "island".into(),
         ..Graph::default()
@@ -169,15 +168,7 @@ fn island_table(g: &Graph, dq: usize, chain: &[usize], q: usize) -> Option<[u8; 
     let y = tensor(&mut mini, g.ops[q].outputs[0]);
     mini.inputs.push(x);
     mini.outputs.push(y);
-    let signed = g.tensors[g.ops[dq].inputs[0]].dtype == DType::I8;
-    let data = if signed {
-        Data::I8((-128..=127).collect())
-    } else {
-        Data::U8((0..=255).collect())
-    };
-    let out = crate::reference::run(&mini, &[Value::new(vec![256], data).ok()?]).ok()?;
-    let bytes = out.first()?.data.to_le_bytes();
-    bytes.try_into().ok()
+    crate::reference::act_fn::tabulate(&mini)
 }
 
 #[cfg(test)]

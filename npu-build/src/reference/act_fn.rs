@@ -134,6 +134,22 @@ pub(crate) fn table(g: &Graph, op: &Op, f: ActFn) -> Result<Table8> {
     Ok(Table8 { bytes, signed })
 }
 
+/// The 256-entry table of a graph `mini` computing a function of one 8-bit input of shape
+/// `[256]`: the reference interpreter's output for every input value (entry `i` is input
+/// `i - 128` signed, `i` unsigned), as [`ActFn::Table`] and table lowerings index it. `None`
+/// when the graph does not run or its output is not 256 bytes.
+pub(crate) fn tabulate(mini: &Graph) -> Option<[u8; 256]> {
+    use crate::value::Value;
+    let x = *mini.inputs.first()?;
+    let data = match mini.tensors.get(x)?.dtype {
+        DType::I8 => Data::I8((-128..=127).collect()),
+        DType::U8 => Data::U8((0..=255).collect()),
+        _ => return None,
+    };
+    let out = super::run(mini, &[Value::new(vec![256], data).ok()?]).ok()?;
+    out.first()?.data.to_le_bytes().try_into().ok()
+}
+
 /// `1 / (1 + exp(-x))` in single precision, as TFLite's LOGISTIC table lambda.
 fn logistic(v: f32) -> f32 {
     1.0 / (1.0 + (-v).exp())

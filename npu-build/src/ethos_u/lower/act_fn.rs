@@ -7,12 +7,10 @@
 //! and reads the table entry: exactly the table of the reference interpreter
 //! ([`crate::reference::act_fn::table`]), which is in that order.
 
-use npu_rt::ethos_u::regs::fields::{ActivationClipRange, RoundMode};
-
 use super::Lowering;
-use super::pool::nop;
+use super::pool::lookup;
 use crate::error::Result;
-use crate::ethos_u::npu_op::{Activation as NpuActivation, ElemType, Scale};
+use crate::ethos_u::npu_op::ElemType;
 use crate::ir::{Op, OpKind};
 use crate::reference::act_fn;
 
@@ -44,8 +42,8 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         }
     }
     let table = act_fn::table(g, op, f)?;
-    let mut ifm = cx.fm(op, x)?;
-    let mut ofm = cx.fm(op, y)?;
+    let ifm = cx.fm(op, x)?;
+    let ofm = cx.fm(op, y)?;
     if ifm.shape != ofm.shape {
         return Err(Lowering::invalid(
             op,
@@ -53,24 +51,8 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         ));
     }
     // The table is indexed by the raw input value: no zero point on either side.
-    ifm.zero_point = 0;
-    ofm.zero_point = 0;
-    let (lo, hi) = ofm.dtype.range();
     let lut = cx.const_buffer(format!("{}/lut", op.name), table.bytes.to_vec());
-    let activation = NpuActivation {
-        min: lo as i32,
-        max: hi as i32,
-        clip_range: ActivationClipRange::OfmPrecision,
-        lut: Some(lut),
-    };
     debug_assert!(matches!(ofm.dtype, ElemType::I8 | ElemType::U8));
-    cx.program.ops.push(nop(
-        &op.name,
-        ifm,
-        ofm,
-        Scale::UNIT,
-        RoundMode::Natural,
-        activation,
-    ));
+    cx.program.ops.push(lookup(&op.name, ifm, ofm, lut));
     Ok(())
 }

@@ -9,12 +9,10 @@
 //! into a 256-entry lookup table applied by the copy, which is exact; 16-bit inputs with a
 //! different quantization stay on the CPU.
 
-use npu_rt::ethos_u::regs::fields::{ActivationClipRange, RoundMode};
-
 use super::Lowering;
-use super::pool::{clamp, copy_op, nop, slice};
+use super::pool::{clamp, copy_op, lookup, slice};
 use crate::error::Result;
-use crate::ethos_u::npu_op::{Activation as NpuActivation, ElemType, Scale};
+use crate::ethos_u::npu_op::ElemType;
 use crate::ir::{Activation, Op, OpKind};
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
@@ -118,25 +116,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         let (so, zo) = cx.quant(y);
         let table = rescale_table(yfm.dtype, si, zi, so, zo, (range.min, range.max));
         let lut = cx.const_buffer(format!("{}/rescale_lut_{}", op.name, xt.name), table);
-        let (lo, hi) = yfm.dtype.range();
-        let activation = NpuActivation {
-            min: lo as i32,
-            max: hi as i32,
-            clip_range: ActivationClipRange::OfmPrecision,
-            lut: Some(lut),
-        };
-        let mut ifm = xfm;
-        ifm.zero_point = 0;
-        let mut ofm = dst;
-        ofm.zero_point = 0;
-        cx.program.ops.push(nop(
-            &op.name,
-            ifm,
-            ofm,
-            Scale::UNIT,
-            RoundMode::Natural,
-            activation,
-        ));
+        cx.program.ops.push(lookup(&op.name, xfm, dst, lut));
     }
     Ok(())
 }

@@ -234,7 +234,6 @@ fn uniform_alpha_table(
     y: TensorId,
 ) -> Option<[u8; 256]> {
     use crate::ir::{Graph, Tensor};
-    use crate::value::{Data, Value};
     let g = cx.graph;
     let a = g.tensors[alpha].data.as_ref()?;
     let first = *a.first()?;
@@ -263,13 +262,7 @@ fn uniform_alpha_table(
         inputs: vec![tx, ta],
         outputs: vec![ty],
     });
-    let data = if g.tensors[x].dtype == DType::I8 {
-        Data::I8((-128..=127).collect())
-    } else {
-        Data::U8((0..=255).collect())
-    };
-    let out = crate::reference::run(&mini, &[Value::new(vec![256], data).ok()?]).ok()?;
-    out.first()?.data.to_le_bytes().try_into().ok()
+    crate::reference::act_fn::tabulate(&mini)
 }
 
 fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
@@ -279,26 +272,12 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     if let Some(table) = uniform_alpha_table(cx, op, x, alpha, y) {
         // One alpha for every element (PyTorch's default `nn.PReLU()`): a function of the
         // 8-bit input alone, so one table lookup, the reference's outputs for all 256 inputs.
-        let mut ifm = cx.fm(op, x)?;
-        let mut ofm = cx.fm(op, y)?;
-        ifm.zero_point = 0;
-        ofm.zero_point = 0;
-        let (lo, hi) = ofm.dtype.range();
+        let ifm = cx.fm(op, x)?;
+        let ofm = cx.fm(op, y)?;
         let lut = cx.const_buffer(format!("{}/lut", op.name), table.to_vec());
-        let activation = NpuActivation {
-            min: lo as i32,
-            max: hi as i32,
-            clip_range: npu_rt::ethos_u::regs::fields::ActivationClipRange::OfmPrecision,
-            lut: Some(lut),
-        };
-        cx.program.ops.push(nop(
-            &op.name,
-            ifm,
-            ofm,
-            Scale::UNIT,
-            RoundMode::Natural,
-            activation,
-        ));
+        cx.program
+            .ops
+            .push(super::pool::lookup(&op.name, ifm, ofm, lut));
         return Ok(());
     }
     let (sx, zx) = per_tensor(cx, op, x)?;

@@ -23,7 +23,8 @@ use npu_rt::ethos_u::regs::fields::{ActivationClipRange, IfmUpscaleMode, Pooling
 use super::Lowering;
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation as NpuActivation, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind, Scale,
+    Activation as NpuActivation, BufferId, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind,
+    Scale,
 };
 use crate::ir::quant::{activation_range, frexp, quantize_multiplier};
 use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, TensorId};
@@ -578,6 +579,16 @@ pub(super) fn nop(
         activation,
         block: None,
     }
+}
+
+/// A table lookup: a 1x1 AVERAGE pool with unit scale and zero points 0, so the output stage
+/// indexes table `lut` with the raw input value (8-bit tables; 16-bit interpolating tables for
+/// 16-bit OFMs).
+pub(super) fn lookup(name: &str, mut ifm: FeatureMap, mut ofm: FeatureMap, lut: BufferId) -> NpuOp {
+    ifm.zero_point = 0;
+    ofm.zero_point = 0;
+    let activation = NpuActivation::table(ofm.dtype, lut);
+    nop(name, ifm, ofm, Scale::UNIT, RoundMode::Natural, activation)
 }
 
 /// A memory copy of `ifm` into `ofm` (same shape and type): a 1x1 AVERAGE pool with zero points

@@ -19,11 +19,11 @@
 //!   entries) turns the low 7 bits back into `l` (a separate pass, as Vela has it, so the
 //!   table's DMA overlaps the pooling); an ADD of 0 widens the int16 index to int32.
 use npu_rt::ethos_u::regs::fields::{
-    ActivationClipRange, ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode, RoundMode,
+    ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode, RoundMode,
 };
 
 use super::Lowering;
-use super::pool::{MAX_POOL_KERNEL_AREA, MAX_POOL_KERNEL_H, lower_max, nop, single_io};
+use super::pool::{MAX_POOL_KERNEL_AREA, MAX_POOL_KERNEL_H, lookup, lower_max, single_io};
 use super::softmax::{pool_op, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
@@ -183,27 +183,35 @@ fn lower_max_min(cx: &mut Lowering<'_>, op: &Op, axes: &[usize], max: bool) -> R
     let first = cx.program.ops.len();
     lower_max(cx, op, &attrs, x, y, flipped_view, yv, true)?;
     for o in &mut cx.program.ops[first..] {
-        o.activation = NpuActivation {
-            min: lo as i32,
-            max: hi as i32,
-            clip_range: ActivationClipRange::OfmPrecision,
-            lut: Some(out_lut),
-        };
+        o.activation = NpuActivation::table(dtype, out_lut);
     }
     Ok(())
 }
 
 /// `all_ones - ifm` (bitwise NOT of 8-bit values) by a scalar SUB, zero points 0.
 fn flip(name: &str, ifm: FeatureMap, ofm: FeatureMap, all_ones: i32) -> NpuOp {
+    scalar_op(name, ElementwiseMode::Sub, all_ones, true, ifm, ofm)
+}
+
+/// `ifm (mode) value` (`value (mode) ifm` when `reversed`) with an IFM2 scalar, unit scales and
+/// zero points as given: exact integer arithmetic in the OFM's type.
+fn scalar_op(
+    name: &str,
+    mode: ElementwiseMode,
+    value: i32,
+    reversed: bool,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+) -> NpuOp {
     NpuOp {
         name: name.to_string(),
         kind: NpuOpKind::Elementwise {
-            mode: ElementwiseMode::Sub,
+            mode,
             ifm2: Some(Operand2::Scalar {
-                value: all_ones,
+                value,
                 zero_point: 0,
             }),
-            reversed: true,
+            reversed,
             input_scaling: Some(InputScaling {
                 mode: IfmScaleMode::OpaOpb16,
                 opa: Scale::UNIT,
@@ -345,49 +353,21 @@ fn lower_arg(cx: &mut Lowering<'_>, op: &Op, axis: usize, max: bool) -> Result<(
     let best = reshape(&best, deep).ok_or_else(|| not_dense(cx, op))?;
     let index16 = scratch_fm(cx, format!("{name}/index"), deep, ElemType::I16);
     let lut = cx.const_buffer(format!("{name}/low_bits"), low_bits_table((len - 1) as i16));
-    cx.program.ops.push(nop(
-        name,
-        best,
-        index16.clone(),
-        Scale::UNIT,
-        RoundMode::Natural,
-        NpuActivation {
-            min: -32768,
-            max: 32767,
-            clip_range: ActivationClipRange::OfmPrecision,
-            lut: Some(lut),
-        },
-    ));
+    cx.program
+        .ops
+        .push(lookup(name, best, index16.clone(), lut));
 
     // 4. Widen to int32: ADD 0.
     let mut out = reshape(&yv, deep).ok_or_else(|| not_dense(cx, op))?;
     out.zero_point = 0;
-    cx.program.ops.push(NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Elementwise {
-            mode: ElementwiseMode::Add,
-            ifm2: Some(Operand2::Scalar {
-                value: 0,
-                zero_point: 0,
-            }),
-            reversed: false,
-            input_scaling: Some(InputScaling {
-                mode: IfmScaleMode::OpaOpb16,
-                opa: Scale::UNIT,
-                opb: 1,
-            }),
-        },
-        activation: NpuActivation::none(ElemType::I32),
-        ifm: index16,
-        ofm: out,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(Scale::UNIT),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Natural,
-        block: None,
-    });
+    cx.program.ops.push(scalar_op(
+        name,
+        ElementwiseMode::Add,
+        0,
+        false,
+        index16,
+        out,
+    ));
     Ok(())
 }
 
@@ -410,10 +390,9 @@ mod tests {
 /// the reference interpreter; each graph must lower entirely to the NPU (no CPU fallback).
 #[cfg(test)]
 mod e2e_tests {
-    use npu_rt::ethos_u::config::{ALL, ETHOS_U55_128};
+    use npu_rt::ethos_u::config::ETHOS_U55_128;
 
     use super::super::softmax::e2e::{check, graph};
-    use crate::ethos_u::compile;
     use crate::ir::{DType, Graph, OpKind, ReduceOp};
     use crate::value::{Data, Value};
 
@@ -469,18 +448,7 @@ mod e2e_tests {
 
     /// Runs `x` through `g` on every accelerator and compares with the reference.
     fn check_input(g: &Graph, x: Value) {
-        let want = crate::reference::run(g, std::slice::from_ref(&x)).expect("reference");
-        for accel in ALL {
-            let (got, _) = compile(g, accel)
-                .expect("compile")
-                .run_sim(std::slice::from_ref(&x))
-                .expect("sim");
-            assert_eq!(
-                got[0].data, want[0].data,
-                "{:?} on {}",
-                g.ops[0].kind, accel.name
-            );
-        }
+        super::super::softmax::e2e::check_inputs(g, &[x], "given input");
     }
 
     #[test]

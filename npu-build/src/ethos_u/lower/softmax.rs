@@ -510,29 +510,35 @@ pub(super) mod e2e {
         Value::new(t.shape.clone(), data).expect("shape matches")
     }
 
+    /// Compiles `g` for every accelerator, runs `inputs` on the virtual NPU and compares the
+    /// first output with the reference interpreter's, byte for byte.
+    /// `what` names the inputs in a failure.
+    pub fn check_inputs(g: &Graph, inputs: &[Value], what: &str) {
+        let want = crate::reference::run(g, inputs)
+            .unwrap_or_else(|e| panic!("{}: reference: {e}", g.name));
+        for accel in ALL {
+            let c = compile(g, accel)
+                .unwrap_or_else(|e| panic!("{} on {}: compile: {e}", g.name, accel.name));
+            let (got, _) = c
+                .run_sim(inputs)
+                .unwrap_or_else(|e| panic!("{} on {}: sim: {e}", g.name, accel.name));
+            assert_eq!(
+                got[0].data.to_le_bytes(),
+                want[0].data.to_le_bytes(),
+                "{} {:?} on {} ({what})",
+                g.name,
+                g.ops[0].kind,
+                accel.name
+            );
+        }
+    }
+
     /// Compiles `g` for every accelerator, runs three random inputs on the virtual NPU and
     /// compares each output with the reference interpreter's.
     pub fn check(g: &Graph) {
         g.validate().expect("valid test graph");
         for seed in 1..=3 {
-            let x = input(g, seed);
-            let want = crate::reference::run(g, std::slice::from_ref(&x))
-                .unwrap_or_else(|e| panic!("{}: reference: {e}", g.name));
-            for accel in ALL {
-                let c = compile(g, accel)
-                    .unwrap_or_else(|e| panic!("{} on {}: compile: {e}", g.name, accel.name));
-                let (got, _) = c
-                    .run_sim(std::slice::from_ref(&x))
-                    .unwrap_or_else(|e| panic!("{} on {}: sim: {e}", g.name, accel.name));
-                assert_eq!(
-                    got[0].data.to_le_bytes(),
-                    want[0].data.to_le_bytes(),
-                    "{} {:?} on {} (seed {seed})",
-                    g.name,
-                    g.ops[0].kind,
-                    accel.name
-                );
-            }
+            check_inputs(g, &[input(g, seed)], &format!("seed {seed}"));
         }
     }
 }
