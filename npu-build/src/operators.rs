@@ -168,8 +168,8 @@ pub const OPERATORS: &[Operator] = &[
             "Exp",
             "Log",
         ],
-        npu: "8-bit: one 256-entry table, fused into the operation before when it does not clamp (x * sigmoid(x) and x * HardSigmoid(x) included); float islands (dequantize, f32 element-wise functions such as a float NEG, quantize) tabulated into one table at import; 16-bit refused",
-        cpu: I8,
+        npu: "8-bit: one 256-entry table, fused into the operation before when it does not clamp (x * sigmoid(x) and x * HardSigmoid(x) included); float islands (dequantize, f32 element-wise functions such as a float NEG, quantize) tabulated into one table at import; int16 LOGISTIC/TANH (16x8 models, output 1/32768): one pooling with the built-in SIGMOID/TANH; other 16-bit functions refused",
+        cpu: "int8, uint8; int16 LOGISTIC/TANH",
     },
     Operator {
         ir: "Activation (clamp)",

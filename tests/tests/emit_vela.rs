@@ -16,16 +16,16 @@ use std::path::PathBuf;
 use npu_build::ethos_u::block;
 use npu_build::ethos_u::emit;
 use npu_build::ethos_u::npu_op::{
-    Activation, Buffer, BufferKind, ConvWeights, CoreStreams, ElemType, FeatureMap, InputScaling,
-    Kernel, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale, WeightStreams,
+    Activation, Buffer, BufferKind, Builtin, ConvWeights, CoreStreams, ElemType, FeatureMap,
+    InputScaling, Kernel, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale, WeightStreams,
 };
 use npu_build::ir::Padding;
 use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_128, ETHOS_U65_512};
 use npu_rt::ethos_u::cop::Cop1;
 use npu_rt::ethos_u::regs::opcode::{CMD1_FLAG, Commands};
 use npu_rt::ethos_u::regs::{
-    ActivationClipRange, Cmd0, Cmd1, Command, ElementwiseMode, IfmScaleMode, IfmUpscaleMode,
-    PoolingMode, RoundMode,
+    ActivationClipRange, ActivationFunction, Cmd0, Cmd1, Command, ElementwiseMode, IfmScaleMode,
+    IfmUpscaleMode, PoolingMode, RoundMode,
 };
 
 fn vela_dir(fixture: &str, accel: &AcceleratorConfig) -> PathBuf {
@@ -545,6 +545,7 @@ fn softmax_lut_dma_matches_vela() {
             max: 127,
             clip_range: ActivationClipRange::ForceInt8,
             lut: Some(3),
+            builtin: None,
         };
         let program = Program {
             buffers: vec![
@@ -940,6 +941,11 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                 max: zp(r0(Cmd0::SET_ACTIVATION_MAX)),
                 clip_range: act.clip_range().unwrap(),
                 lut: None,
+                builtin: match act.function() {
+                    Some(ActivationFunction::Sigmoid) => Some(Builtin::Sigmoid),
+                    Some(ActivationFunction::Tanh) => Some(Builtin::Tanh),
+                    _ => None,
+                },
             },
             block: Some(block),
         };

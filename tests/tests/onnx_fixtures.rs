@@ -297,6 +297,12 @@ fixture_tests! {
     op_relu_0_to_1: "op_relu_0_to_1", [];
     op_log: "op_log", [];
     op_rsqrt: "op_rsqrt", [];
+    op_logistic_int16: "op_logistic_int16", [];
+    op_logistic_int16_all: "op_logistic_int16_all", [];
+    op_logistic_int16_pot: "op_logistic_int16_pot", [];
+    op_tanh_int16: "op_tanh_int16", [];
+    op_tanh_int16_all: "op_tanh_int16_all", [];
+    op_tanh_int16_pot: "op_tanh_int16_pot", [];
     op_slice_to_end: "op_slice_to_end", [0];
     op_split_h: "op_split_h", [0, 1, 2, 3];
     op_split_v_w: "op_split_v_w", [0, 1];
@@ -389,6 +395,12 @@ fn every_fixture_is_listed() {
         "op_relu_0_to_1",
         "op_log",
         "op_rsqrt",
+        "op_logistic_int16",
+        "op_logistic_int16_all",
+        "op_logistic_int16_pot",
+        "op_tanh_int16",
+        "op_tanh_int16_all",
+        "op_tanh_int16_pot",
         "op_slice_to_end",
         "op_split_h",
         "op_split_v_w",

@@ -10,7 +10,12 @@ use npu_build::value::Value;
 use npu_tests::{differences, fixtures_dir};
 
 /// The cases that import and match ONNX's reference outputs exactly.
-const PASSING: &[&str] = &["test_dequantizelinear", "test_quantizelinear"];
+const PASSING: &[&str] = &[
+    "test_dequantizelinear",
+    "test_dequantizelinear_int16",
+    "test_quantizelinear",
+    "test_quantizelinear_int16",
+];
 
 enum Outcome {
     Pass,

@@ -660,8 +660,18 @@ fn arg_min_max(g: &Graph, op: &Op, axis: usize, max: bool, at: &mut dyn Operands
 
 /// An element-wise function as the reference interpreter's own 256-entry table.
 fn act_fn(g: &Graph, op: &Op, f: ActFn, at: &mut dyn Operands) -> Result<CpuOp> {
-    let table = reference::act_fn::table(g, op, f)?;
     let (x, y) = one_in_one_out(op, g)?;
+    if let Some(p) = reference::act_fn::Act16::of(g, op, f)? {
+        return Ok(CpuOp::Act16 {
+            x: at.tensor(x)?,
+            y: at.tensor(y)?,
+            len: count(op, g, y)?,
+            multiplier: p.multiplier,
+            shift: p.shift,
+            tanh: p.tanh,
+        });
+    }
+    let table = reference::act_fn::table(g, op, f)?;
     Ok(CpuOp::Lut8 {
         x: at.tensor(x)?,
         y: at.tensor(y)?,

@@ -31,8 +31,8 @@ use self::lut::LutSlots;
 use self::writer::{Ctx, Writer};
 use super::block::kind_name;
 use super::npu_op::{
-    ElemType, FeatureMap, Layout, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale, WeightDma,
-    WeightStreams,
+    Builtin, ElemType, FeatureMap, Layout, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale,
+    WeightDma, WeightStreams,
 };
 use crate::error::{Error, Result};
 
@@ -664,10 +664,17 @@ impl<'a> Emitter<'a> {
 
     fn activation(&mut self, ctx: &Ctx, op: &NpuOp, lut_slot: Option<u8>) -> Result<()> {
         let a = &op.activation;
-        let function = match lut_slot {
-            Some(slot) => ActivationFunction::from_bits(ActivationFunction::Table0.bits() + slot)
-                .ok_or_else(|| ctx.limit(format!("LUT slot {slot}")))?,
-            None => ActivationFunction::Relu,
+        let function = match (lut_slot, a.builtin) {
+            (Some(slot), None) => {
+                ActivationFunction::from_bits(ActivationFunction::Table0.bits() + slot)
+                    .ok_or_else(|| ctx.limit(format!("LUT slot {slot}")))?
+            }
+            (None, Some(Builtin::Sigmoid)) => ActivationFunction::Sigmoid,
+            (None, Some(Builtin::Tanh)) => ActivationFunction::Tanh,
+            (None, None) => ActivationFunction::Relu,
+            (Some(_), Some(_)) => {
+                return Err(ctx.limit("a lookup table and a built-in function together"));
+            }
         };
         let param = regs::Activation::new(function, a.clip_range);
         self.w.cmd0(Cmd0::SET_ACTIVATION, param.0);

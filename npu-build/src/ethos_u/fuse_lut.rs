@@ -68,6 +68,7 @@ pub(super) fn fuse(
         let full_range = {
             let (lo, hi) = a.ofm.dtype.range();
             a.activation.lut.is_none()
+                && a.activation.builtin.is_none()
                 && i64::from(a.activation.min) <= lo
                 && i64::from(a.activation.max) >= hi
         };

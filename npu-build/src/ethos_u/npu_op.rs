@@ -266,6 +266,17 @@ pub struct Activation {
     /// (int8 table), 1024 bytes (256 x int32) or 2048 bytes (int16 interpolating table). The
     /// emitter DMAs it into the shared buffer and picks the slot.
     pub lut: Option<BufferId>,
+    /// A function the output stage computes itself instead of a table (16-bit OFMs only),
+    /// applied to the scaled value before the zero point and the clamp.
+    pub builtin: Option<Builtin>,
+}
+
+/// The output stage's built-in activation functions: TFLite's int16 LOGISTIC and TANH on the
+/// value scaled into units of `1/(3 * 4096)` ([`npu_rt::ethos_u::builtin_act`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    Sigmoid,
+    Tanh,
 }
 
 impl Activation {
@@ -277,6 +288,7 @@ impl Activation {
             max: hi.min(32767) as i32,
             clip_range: ActivationClipRange::OfmPrecision,
             lut: None,
+            builtin: None,
         }
     }
 

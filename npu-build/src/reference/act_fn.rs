@@ -52,6 +52,9 @@ pub struct ActFnKernel {
 
 impl ActFnKernel {
     pub(super) fn prepare(g: &Graph, op: &Op, f: ActFn) -> Result<Prepared> {
+        if let Some(p) = Act16::of(g, op, f)? {
+            return Ok(Prepared::new(p, vec![op.inputs[0]]));
+        }
         Ok(Prepared::new(
             ActFnKernel {
                 table: table(g, op, f)?,
@@ -69,6 +72,142 @@ impl Kernel for ActFnKernel {
                 x.iter().map(|&v| t.bytes[t.index(v as u8)] as i8).collect(),
             )),
             (Data::U8(x), false) => Ok(Data::U8(x.iter().map(|&v| t.bytes[t.index(v)]).collect())),
+            _ => Err(bad_data()),
+        }
+    }
+}
+
+/// int16 LOGISTIC or TANH: TFLite's rescale of the input into units of `1/(3 * 4096)`, then
+/// its interpolated sigmoid table ([`npu_rt::ethos_u::builtin_act`], which the NPU's built-in
+/// SIGMOID/TANH compute; the CPU kernel and the NPU lowering use the same parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Act16 {
+    /// `v = (x * multiplier + 2^(shift-1)) >> shift` (no rounding term for shift 0).
+    pub multiplier: u32,
+    pub shift: u32,
+    pub tanh: bool,
+}
+
+impl Act16 {
+    /// The parameters of `op` computing `f` when its input is int16 (`None` for other input
+    /// types); an error for a malformed int16 operator or one TFLite refuses.
+    pub(crate) fn of(g: &Graph, op: &Op, f: ActFn) -> Result<Option<Act16>> {
+        let Some(&x) = op.inputs.first() else {
+            return Ok(None);
+        };
+        if g.tensors.get(x).map(|t| t.dtype) != Some(DType::I16) {
+            return Ok(None);
+        }
+        let tanh = match f {
+            ActFn::Logistic => false,
+            ActFn::Tanh => true,
+            _ => {
+                return Err(node_err(
+                    op,
+                    format!(
+                        "{} of int16 data is not supported (int16 LOGISTIC and TANH are)",
+                        f.name()
+                    ),
+                ));
+            }
+        };
+        let (&x, &y) = match (op.inputs.as_slice(), op.outputs.as_slice()) {
+            ([x], [y]) => (x, y),
+            _ => return Err(node_err(op, "expects one input and one output")),
+        };
+        let (xt, yt) = (&g.tensors[x], &g.tensors[y]);
+        if xt.shape != yt.shape || yt.dtype != DType::I16 {
+            return Err(node_err(
+                op,
+                format!(
+                    "int16 {} needs an int16 output of the input's shape: '{}' {} {:?} -> '{}' {} \
+                     {:?}",
+                    f.name(),
+                    xt.name,
+                    xt.dtype,
+                    xt.shape,
+                    yt.name,
+                    yt.dtype,
+                    yt.shape
+                ),
+            ));
+        }
+        let (scale, zi) = per_tensor(g, op, x)?;
+        let (out_scale, zo) = per_tensor(g, op, y)?;
+        // TFLite's int16 kernels are symmetric and write Q0.15.
+        if zi != 0 || zo != 0 || (f64::from(out_scale) * 32768.0 - 1.0).abs() > 1e-6 {
+            return Err(node_err(
+                op,
+                format!(
+                    "int16 {} takes zero points 0 and writes scale 1/32768 (TFLite's Q0.15); \
+                     '{}' has scale {scale} zero point {zi}, '{}' scale {out_scale} zero point {zo}",
+                    f.name(),
+                    xt.name,
+                    yt.name
+                ),
+            ));
+        }
+        // A power-of-two input scale (within TFLite's CheckedLog2 tolerance) whose exponent
+        // puts it at 1/4096 (both) or 1/2048 (tanh) multiplies by 3 << shift exactly.
+        let log2 = f64::from(scale).log2();
+        let rounded = log2.round();
+        let pot_shift = rounded + 12.0;
+        if (log2 - rounded).abs() < 1e-3 && (pot_shift == 0.0 || (tanh && pot_shift == 1.0)) {
+            return Ok(Some(Act16 {
+                multiplier: 3 << pot_shift as u32,
+                shift: 0,
+                tanh,
+            }));
+        }
+        // Otherwise the multiplier is doubled into (2^14, 2^15] (or the shift reaches 31) and
+        // truncated (LogisticPrepare / TanhPrepare).
+        let mut m = f64::from(scale) * 4096.0 * 3.0;
+        let mut shift = 0u32;
+        while m <= 32767.0 / 2.0 && shift <= 30 {
+            shift += 1;
+            m *= 2.0;
+        }
+        if !(1.0..2_147_483_648.0).contains(&m) {
+            return Err(node_err(
+                op,
+                format!(
+                    "int16 {}: input scale {scale} of '{}' is out of TFLite's range",
+                    f.name(),
+                    xt.name
+                ),
+            ));
+        }
+        Ok(Some(Act16 {
+            multiplier: m as u32,
+            shift,
+            tanh,
+        }))
+    }
+
+    /// The function of one raw int16 input.
+    #[inline]
+    pub fn apply(&self, x: i16) -> i16 {
+        use npu_rt::ethos_u::{builtin_act, numerics, regs::RoundMode};
+        let v = numerics::scale(
+            i64::from(x),
+            self.multiplier,
+            self.shift,
+            RoundMode::Natural,
+            0,
+        );
+        let y = if self.tanh {
+            builtin_act::tanh(v)
+        } else {
+            builtin_act::sigmoid(v)
+        };
+        y as i16
+    }
+}
+
+impl Kernel for Act16 {
+    fn run(&self, inputs: &[&Data]) -> Result<Data> {
+        match inputs[0] {
+            Data::I16(x) => Ok(Data::I16(x.iter().map(|&v| self.apply(v)).collect())),
             _ => Err(bad_data()),
         }
     }

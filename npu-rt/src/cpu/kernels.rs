@@ -212,6 +212,14 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             elem,
             table,
         } => super::lut::lut8(x, y, len, elem, table, weights, arena),
+        Op::Act16 {
+            x,
+            y,
+            len,
+            multiplier,
+            shift,
+            tanh,
+        } => super::lut::act16(x, y, len, (multiplier, shift), tanh, weights, arena),
     }
 }
 

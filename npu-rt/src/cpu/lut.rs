@@ -1,7 +1,8 @@
 //! Table lookup of 8-bit values ([`Op::Lut8`](super::Op::Lut8)): every element-wise function of
 //! one int8/uint8 tensor (sigmoid, tanh, hard-swish, leaky ReLU, ELU, GELU, exp, log, swish)
 //! is a 256-entry table, built at compile time by the reference interpreter from TFLite's
-//! arithmetic for that operator.
+//! arithmetic for that operator. int16 LOGISTIC and TANH ([`Op::Act16`](super::Op::Act16))
+//! compute TFLite's fixed-point functions, which the NPU has built in.
 
 use super::kernels::operands;
 use super::{Buf, Elem};
@@ -29,6 +30,33 @@ pub(super) fn lut8(
     for (o, &v) in y.iter_mut().zip(x) {
         // Adding 128 modulo 256 turns the two's complement byte into its table index.
         *o = t[usize::from(v.wrapping_add(offset))];
+    }
+    Some(())
+}
+
+/// `y = f(scale(x))` for `len` int16 values (see [`Op::Act16`](super::Op::Act16)).
+pub(super) fn act16(
+    x: Buf,
+    y: Buf,
+    len: u32,
+    (multiplier, shift): (u32, u32),
+    tanh: bool,
+    weights: &[u8],
+    arena: &mut [u8],
+) -> Option<()> {
+    use crate::ethos_u::{builtin_act, numerics, regs::RoundMode};
+    let n = (len as usize).checked_mul(2)?;
+    let ([x], y) = operands(weights, arena, [(x, n)], (y, n))?;
+    for (o, v) in y.chunks_exact_mut(2).zip(x.chunks_exact(2)) {
+        let v = i64::from(i16::from_le_bytes([v[0], v[1]]));
+        let v = numerics::scale(v, multiplier, shift, RoundMode::Natural, 0);
+        let r = if tanh {
+            builtin_act::tanh(v)
+        } else {
+            builtin_act::sigmoid(v)
+        };
+        // Both functions stay within -32767..=32767.
+        o.copy_from_slice(&(r as i16).to_le_bytes());
     }
     Some(())
 }

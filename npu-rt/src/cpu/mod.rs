@@ -226,6 +226,17 @@ pub enum Op {
         elem: Elem,
         table: Buf,
     },
+    /// int16 LOGISTIC (`tanh` false) or TANH of `len` values: `v = (x * multiplier +
+    /// 2^(shift-1)) >> shift`, then [`crate::ethos_u::builtin_act`]'s function of `v`, as the
+    /// NPU's built-in SIGMOID/TANH compute it.
+    Act16 {
+        x: Buf,
+        y: Buf,
+        len: u32,
+        multiplier: u32,
+        shift: u32,
+        tanh: bool,
+    },
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -423,6 +434,7 @@ const OP_ARG: u32 = 49;
 // Codes 80..=87: float-island operators of ONNX models (f32 elementwise functions).
 const OP_FLOAT_UNARY: u32 = 80;
 const OP_LUT8: u32 = 32;
+const OP_ACT16: u32 = 33;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -494,6 +506,8 @@ impl Op {
             }
             Op::FloatUnary(_) => "FloatUnary",
             Op::Lut8 { .. } => "Lut8",
+            Op::Act16 { tanh: false, .. } => "Logistic16",
+            Op::Act16 { tanh: true, .. } => "Tanh16",
         }
     }
 
@@ -654,6 +668,22 @@ impl Op {
             } => {
                 w.put(OP_LUT8).buf(x).buf(y).put(len).elem(elem).buf(table);
             }
+            Op::Act16 {
+                x,
+                y,
+                len,
+                multiplier,
+                shift,
+                tanh,
+            } => {
+                w.put(OP_ACT16)
+                    .buf(x)
+                    .buf(y)
+                    .put(len)
+                    .put(multiplier)
+                    .put(shift)
+                    .put(u32::from(tanh));
+            }
         }
         w.finish()
     }
@@ -794,6 +824,18 @@ impl Op {
                 len: r.get()?,
                 elem: r.elem()?,
                 table: r.buf()?,
+            },
+            OP_ACT16 => Op::Act16 {
+                x: r.buf()?,
+                y: r.buf()?,
+                len: r.get()?,
+                multiplier: r.get()?,
+                shift: r.get().filter(|&s| s <= 31)?,
+                tanh: match r.get()? {
+                    0 => false,
+                    1 => true,
+                    _ => return None,
+                },
             },
             _ => return None,
         };

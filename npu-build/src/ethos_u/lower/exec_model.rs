@@ -10,10 +10,12 @@
 //! selected operand by OPA_SCALE (DBL with the first rounding 20 bits lower) and shift the
 //! other left by 19.
 
+use npu_rt::ethos_u::builtin_act;
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, PoolingMode, RoundMode};
 
 use crate::ethos_u::npu_op::{
-    BufferKind, ElemType, FeatureMap, Io, Layout, NpuOp, NpuOpKind, Operand2, Program, Scale,
+    BufferKind, Builtin, ElemType, FeatureMap, Io, Layout, NpuOp, NpuOpKind, Operand2, Program,
+    Scale,
 };
 
 /// Buffers of a program being executed.
@@ -110,7 +112,13 @@ impl Machine {
         for y in 0..oh {
             for x in 0..ow {
                 for c in 0..oc {
-                    let v = out[(y * ow + x) * oc + c] + i64::from(op.ofm.zero_point);
+                    let v = out[(y * ow + x) * oc + c];
+                    let v = match op.activation.builtin {
+                        None => v,
+                        Some(Builtin::Sigmoid) => builtin_act::sigmoid(v),
+                        Some(Builtin::Tanh) => builtin_act::tanh(v),
+                    };
+                    let v = v + i64::from(op.ofm.zero_point);
                     // The 16-bit clamp registers do not limit 32-bit OFMs (as the simulator,
                     // checked on Vela's int32 intermediates).
                     let v = if op.ofm.dtype == ElemType::I32 {

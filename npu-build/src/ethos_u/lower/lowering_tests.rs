@@ -1740,20 +1740,67 @@ fn act_fn_chain_reloads_and_reuses_tables() {
     check_graph(b.g, "act_fn_chain");
 }
 
-/// An int16 activation function is not an NPU LUT operation: a hardware-limit error naming the
-/// operator (the partitioner's signal), never a panic.
+/// int16 LOGISTIC and TANH are one pool with the built-in function, on every target, at the
+/// power-of-two scales TFLite treats exactly (1/4096 both, 1/2048 tanh), at scales that saturate
+/// the table, at tiny scales and at 1/2048 for LOGISTIC (not the exact form there).
 #[test]
-fn act_fn_int16_is_a_limit_error() {
-    let g = act_fn_graph(
-        crate::ir::ActFn::Logistic,
-        &[1, 4, 4, 8],
-        DType::I16,
-        (1.0 / 4096.0, 0),
-        (1.0 / 32768.0, 0),
-    );
-    let err = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect_err("int16 LUT");
-    let msg = err.to_string();
-    assert!(msg.contains("Logistic") && msg.contains("i16"), "{msg}");
+fn act_fns_int16_every_target() {
+    use crate::ir::ActFn;
+    for (i, f) in [ActFn::Logistic, ActFn::Tanh].into_iter().enumerate() {
+        for (j, scale) in [1.0 / 4096.0, 1.0 / 2048.0, 3.05e-5, 7.3e-4, 0.02, 1.0e-7]
+            .into_iter()
+            .enumerate()
+        {
+            let g = act_fn_graph(
+                f,
+                &[1, 5, 7, 19],
+                DType::I16,
+                (scale, 0),
+                (1.0 / 32768.0, 0),
+            );
+            let p = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect("int16 lowering");
+            assert_eq!(p.ops.len(), 1, "{i} {j}");
+            assert!(p.ops[0].activation.builtin.is_some(), "{i} {j}");
+            check_graph(g, &format!("act16_{i}_{j}"));
+        }
+    }
+}
+
+/// int16 functions other than LOGISTIC/TANH, and int16 LOGISTIC with another output
+/// quantization than TFLite's Q0.15, are errors naming the operator, never a panic.
+#[test]
+fn act_fn_int16_refusals_name_the_operator() {
+    use crate::ir::ActFn;
+    let cases = [
+        (
+            ActFn::HardSwish,
+            (1.0 / 4096.0, 0),
+            (1.0 / 32768.0, 0),
+            "HardSwish",
+        ),
+        (
+            ActFn::Logistic,
+            (1.0 / 4096.0, 0),
+            (1.0 / 256.0, 0),
+            "1/32768",
+        ),
+        (
+            ActFn::Tanh,
+            (1.0 / 4096.0, 3),
+            (1.0 / 32768.0, 0),
+            "zero point",
+        ),
+    ];
+    for (f, qi, qo, what) in cases {
+        let g = act_fn_graph(f, &[1, 4, 4, 8], DType::I16, qi, qo);
+        let err = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect_err("refused");
+        let msg = err.to_string();
+        assert!(msg.contains(f.name()) && msg.contains(what), "{msg}");
+        let err = crate::reference::Interpreter::new(&g)
+            .err()
+            .expect("reference refuses");
+        assert!(err.to_string().contains(what), "{err}");
+    }
 }
 
 // ------------------------------------------------------------------------------------------

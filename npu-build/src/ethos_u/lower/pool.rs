@@ -553,6 +553,7 @@ pub(super) fn clamp(
         max: hi.max(lo),
         clip_range: ActivationClipRange::OfmPrecision,
         lut: None,
+        builtin: None,
     })
 }
 

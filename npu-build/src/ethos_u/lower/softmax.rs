@@ -138,6 +138,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         max: 127,
         clip_range: ActivationClipRange::ForceInt8,
         lut: Some(lut_buf),
+        builtin: None,
     };
     ops.push(sub);
 

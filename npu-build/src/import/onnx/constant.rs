@@ -17,6 +17,7 @@ pub(crate) enum Elems {
     F32(Vec<f32>),
     I64(Vec<i64>),
     I32(Vec<i32>),
+    I16(Vec<i16>),
     I8(Vec<i8>),
     U8(Vec<u8>),
     Bool(Vec<bool>),
@@ -29,6 +30,7 @@ macro_rules! map_elems {
             Elems::F32($v) => Elems::F32($body),
             Elems::I64($v) => Elems::I64($body),
             Elems::I32($v) => Elems::I32($body),
+            Elems::I16($v) => Elems::I16($body),
             Elems::I8($v) => Elems::I8($body),
             Elems::U8($v) => Elems::U8($body),
             Elems::Bool($v) => Elems::Bool($body),
@@ -42,6 +44,7 @@ impl Elems {
             Elems::F32(v) => v.len(),
             Elems::I64(v) => v.len(),
             Elems::I32(v) => v.len(),
+            Elems::I16(v) => v.len(),
             Elems::I8(v) => v.len(),
             Elems::U8(v) => v.len(),
             Elems::Bool(v) => v.len(),
@@ -54,6 +57,7 @@ impl Elems {
             Elems::F32(_) => data_type::FLOAT,
             Elems::I64(_) => data_type::INT64,
             Elems::I32(_) => data_type::INT32,
+            Elems::I16(_) => data_type::INT16,
             Elems::I8(_) => data_type::INT8,
             Elems::U8(_) => data_type::UINT8,
             Elems::Bool(_) => data_type::BOOL,
@@ -71,6 +75,7 @@ impl Elems {
             Elems::F32(_) => Some(DType::F32),
             Elems::I64(_) => Some(DType::I64),
             Elems::I32(_) => Some(DType::I32),
+            Elems::I16(_) => Some(DType::I16),
             Elems::I8(_) => Some(DType::I8),
             Elems::U8(_) => Some(DType::U8),
             Elems::Bool(_) => None,
@@ -96,6 +101,7 @@ impl Elems {
             (Elems::F32(a), Elems::F32(b)) => a.extend_from_slice(b),
             (Elems::I64(a), Elems::I64(b)) => a.extend_from_slice(b),
             (Elems::I32(a), Elems::I32(b)) => a.extend_from_slice(b),
+            (Elems::I16(a), Elems::I16(b)) => a.extend_from_slice(b),
             (Elems::I8(a), Elems::I8(b)) => a.extend_from_slice(b),
             (Elems::U8(a), Elems::U8(b)) => a.extend_from_slice(b),
             (Elems::Bool(a), Elems::Bool(b)) => a.extend_from_slice(b),
@@ -110,6 +116,7 @@ impl Elems {
             Elems::F32(_) => None,
             Elems::I64(v) => Some(v.clone()),
             Elems::I32(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
+            Elems::I16(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
             Elems::I8(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
             Elems::U8(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
             Elems::Bool(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
@@ -122,6 +129,7 @@ impl Elems {
             Elems::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elems::I64(v) => v.iter().map(|&x| x as f64).collect(),
             Elems::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            Elems::I16(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elems::I8(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elems::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elems::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
@@ -146,6 +154,7 @@ impl Elems {
             data_type::FLOAT => Elems::F32(f.iter().map(|&x| x as f32).collect()),
             data_type::INT64 => Elems::I64(f.iter().map(|&x| x as i64).collect()),
             data_type::INT32 => Elems::I32(f.iter().map(|&x| x as i32).collect()),
+            data_type::INT16 => Elems::I16(f.iter().map(|&x| x as i16).collect()),
             data_type::INT8 => Elems::I8(f.iter().map(|&x| x as i8).collect()),
             data_type::UINT8 => Elems::U8(f.iter().map(|&x| x as u8).collect()),
             data_type::BOOL => Elems::Bool(f.iter().map(|&x| x != 0.0).collect()),
@@ -159,6 +168,7 @@ impl Elems {
             Elems::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Elems::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Elems::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Elems::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Elems::I8(v) => v.iter().map(|&x| x as u8).collect(),
             Elems::U8(v) => v.clone(),
             Elems::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
@@ -234,6 +244,7 @@ pub(crate) fn decode(t: &proto::TensorProto, what: &str) -> Result<Const> {
     let elem_size = match ty {
         data_type::FLOAT | data_type::INT32 => 4,
         data_type::INT64 => 8,
+        data_type::INT16 => 2,
         data_type::INT8 | data_type::UINT8 | data_type::BOOL => 1,
         other => {
             return Err(bad(format!(
@@ -273,6 +284,11 @@ pub(crate) fn decode(t: &proto::TensorProto, what: &str) -> Result<Const> {
                     .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                     .collect(),
             ),
+            data_type::INT16 => Elems::I16(
+                raw.chunks_exact(2)
+                    .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
             data_type::INT8 => Elems::I8(raw.iter().map(|&b| b as i8).collect()),
             data_type::UINT8 => Elems::U8(raw.clone()),
             _ => Elems::Bool(raw.iter().map(|&b| b != 0).collect()),
@@ -304,6 +320,12 @@ pub(crate) fn decode(t: &proto::TensorProto, what: &str) -> Result<Const> {
                 Elems::I64(t.int64_data.clone())
             }
             data_type::INT32 => Elems::I32(narrow(&t.int32_data, i32::MIN, i32::MAX)?),
+            data_type::INT16 => Elems::I16(
+                narrow(&t.int32_data, -32768, 32767)?
+                    .into_iter()
+                    .map(|x| x as i16)
+                    .collect(),
+            ),
             data_type::INT8 => Elems::I8(
                 narrow(&t.int32_data, -128, 127)?
                     .into_iter()

@@ -97,6 +97,16 @@ impl Builder {
         let (lo, hi) = match dtype {
             DType::I8 => (-128i32, 127i32),
             DType::U8 => (0, 255),
+            // int16: a lone Sigmoid or Tanh is TFLite's int16 LOGISTIC/TANH (tf2onnx's 16x8
+            // twins; within one output step of the float function it stands for).
+            DType::I16 => {
+                let f = match (island.nodes.as_slice(), nodes[k].op_type.as_str()) {
+                    ([_], "Sigmoid") => ActFn::Logistic,
+                    ([_], "Tanh") => ActFn::Tanh,
+                    _ => return Ok(false),
+                };
+                return Ok(self.bind_function(nodes, k, &island, x, f, done));
+            }
             _ => return Ok(false),
         };
         let (scale, zp) = (f64::from(q.scale()), q.zero_point());
@@ -111,6 +121,19 @@ impl Builder {
         let Some(f) = identify(&xs, &ys) else {
             return Ok(false);
         };
+        Ok(self.bind_function(nodes, k, &island, x, f, done))
+    }
+
+    /// Binds the island's output to one pending [`OpKind::ActFn`] operator `f` of `x`.
+    fn bind_function(
+        &mut self,
+        nodes: &[Node],
+        k: usize,
+        island: &Island,
+        x: super::builder::Act,
+        f: ActFn,
+        done: &mut [bool],
+    ) -> bool {
         let last = &nodes[*island.nodes.last().unwrap_or(&k)];
         let shape = self.tensor(x.id).shape.clone();
         let p = self.pending(last, OpKind::ActFn(f), vec![x.id], shape, x.perm);
@@ -118,7 +141,7 @@ impl Builder {
             done[i] = true;
         }
         self.bind(&island.out, Val::Pending(Rc::new(p)));
-        Ok(true)
+        true
     }
 
     /// The largest float subgraph starting at `nodes[k]` (see the module documentation).

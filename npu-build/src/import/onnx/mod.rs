@@ -156,11 +156,12 @@ fn io_dtype(decl: &ValueDecl) -> Result<DType> {
     match decl.elem_type {
         data_type::INT8 => Ok(DType::I8),
         data_type::UINT8 => Ok(DType::U8),
+        data_type::INT16 => Ok(DType::I16),
         data_type::FLOAT => Ok(DType::F32),
         other => Err(Error::InvalidTensor {
             tensor: decl.name.clone(),
             detail: format!(
-                "graph input/output type {} is not supported (INT8, UINT8 or FLOAT)",
+                "graph input/output type {} is not supported (INT8, UINT8, INT16 or FLOAT)",
                 data_type::name(other)
             ),
         }),

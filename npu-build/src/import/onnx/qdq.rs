@@ -156,10 +156,11 @@ pub(crate) fn params(b: &Builder, n: &Node, rank: usize, default_dtype: DType) -
             let dtype = match &z.elems {
                 Elems::I8(_) => DType::I8,
                 Elems::U8(_) => DType::U8,
+                Elems::I16(_) => DType::I16,
                 Elems::I32(_) => DType::I32,
                 other => {
                     return Err(n.err(format!(
-                        "zero point type {} is not supported (INT8, UINT8, INT32)",
+                        "zero point type {} is not supported (INT8, UINT8, INT16, INT32)",
                         other.type_name()
                     )));
                 }
@@ -229,6 +230,7 @@ fn quantize_values(n: &Node, reals: &[f64], dims: &[usize], q: &QParams) -> Resu
     Ok(match q.dtype {
         DType::I8 => Elems::I8(out.into_iter().map(|v| v as i8).collect()),
         DType::U8 => Elems::U8(out.into_iter().map(|v| v as u8).collect()),
+        DType::I16 => Elems::I16(out.into_iter().map(|v| v as i16).collect()),
         _ => Elems::I32(out.into_iter().map(|v| v as i32).collect()),
     })
 }
@@ -364,9 +366,12 @@ impl Builder {
         }
         let v = match x {
             Val::Const(c) => {
-                if !matches!(c.elems, Elems::I8(_) | Elems::U8(_) | Elems::I32(_)) {
+                if !matches!(
+                    c.elems,
+                    Elems::I8(_) | Elems::U8(_) | Elems::I16(_) | Elems::I32(_)
+                ) {
                     return Err(n.err(format!(
-                        "dequantizes a constant of type {} (INT8, UINT8 or INT32 expected)",
+                        "dequantizes a constant of type {} (INT8, UINT8, INT16 or INT32 expected)",
                         c.elems.type_name()
                     )));
                 }

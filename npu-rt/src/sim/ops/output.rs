@@ -12,7 +12,7 @@ use super::pool::saturate_acc;
 use super::super::error::SimErrorKind;
 use super::super::fmap::FeatureMap;
 use super::super::state::RegisterState;
-use crate::ethos_u::numerics;
+use crate::ethos_u::{builtin_act, numerics};
 
 /// The activation lookup table in the shared buffer.
 #[derive(Clone, Debug)]
@@ -26,6 +26,10 @@ pub(crate) enum Lut {
     /// (`base + (slope * low7 + 64) >> 7`), as TFLite's `lut_lookup` for int16 does; Vela
     /// builds its int16 tables for exactly that (`lut.py`, `create_lut_int16_op`).
     Interp16(std::vec::Vec<u32>),
+    /// The built-in SIGMOID (16-bit OFMs), applied to the scaled value before the zero point.
+    Sigmoid,
+    /// The built-in TANH (16-bit OFMs), likewise.
+    Tanh,
 }
 
 /// `x.clamp(lo, hi)` without branches (activation clips are hit by many values, e.g. ReLU, so
@@ -120,11 +124,14 @@ impl OutputStage {
         };
         let lut = match function {
             ActivationFunction::Relu => None,
-            ActivationFunction::Tanh | ActivationFunction::Sigmoid => {
+            ActivationFunction::Tanh | ActivationFunction::Sigmoid if ofm.elem != 2 => {
+                // Vela emits them for int16 only; what they do to other OFMs is not pinned.
                 return Err(SimErrorKind::Unsupported {
-                    what: "built-in TANH/SIGMOID activation functions",
+                    what: "built-in TANH/SIGMOID activation functions on 8-bit or 32-bit OFMs",
                 });
             }
+            ActivationFunction::Sigmoid => Some(Lut::Sigmoid),
+            ActivationFunction::Tanh => Some(Lut::Tanh),
             table => {
                 let slot = table.table_index().unwrap_or(0) as usize;
                 let start = lut_base + slot * 256;
@@ -290,11 +297,19 @@ impl OutputStage {
     /// Zero point, clip and LUT for an already scaled value; returns the value to store.
     #[inline]
     pub fn finish(&self, scaled: i64) -> i32 {
+        // The built-in functions take the scaled value itself (TFLite's int16 LOGISTIC/TANH
+        // input, unclamped: their table saturates); Vela's streams have zero point 0 and the
+        // full clip range there, so where the zero point and the clip go is not pinned.
+        let scaled = match &self.lut {
+            Some(Lut::Sigmoid) => builtin_act::sigmoid(scaled),
+            Some(Lut::Tanh) => builtin_act::tanh(scaled),
+            _ => scaled,
+        };
         let v = scaled
             .saturating_add(self.zero_point)
             .clamp(self.lo, self.hi);
         let v = match &self.lut {
-            None => v,
+            None | Some(Lut::Sigmoid) | Some(Lut::Tanh) => v,
             Some(Lut::Bytes { table, offset }) | Some(Lut::Words { table, offset }) => {
                 let idx = (v + offset).clamp(0, 255) as usize;
                 table.get(idx).copied().unwrap_or(0) as i64
