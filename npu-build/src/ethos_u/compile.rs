@@ -223,6 +223,7 @@ pub fn compile_with(
     } = place_buffers(
         &program,
         &timeline,
+        &npu_pos,
         &mut ro,
         options.keep_intermediates,
         fast_budget,
@@ -935,6 +936,7 @@ fn fit_arena(
 fn place_buffers(
     program: &Program,
     timeline: &[Vec<usize>],
+    npu_pos: &[usize],
     ro: &mut ReadOnly,
     keep_all: bool,
     fast_budget: Option<usize>,
@@ -946,11 +948,32 @@ fn place_buffers(
             placed[id] = (REGION_CONST, ro.add(bytes) as u64);
         }
     }
-    let live = liveness(program, timeline, keep_all)?;
+    let alias = if keep_all {
+        (0..program.buffers.len()).collect()
+    } else {
+        in_place_aliases(program, timeline, npu_pos)
+    };
+    let shared: Vec<usize> = timeline
+        .iter()
+        .flatten()
+        .map(|&b| alias.get(b).copied().unwrap_or(b))
+        .collect();
+    let mut tl = Vec::with_capacity(timeline.len());
+    let mut at = 0;
+    for uses in timeline {
+        tl.push(shared[at..at + uses.len()].to_vec());
+        at += uses.len();
+    }
+    let live = liveness_of(program, &tl, keep_all, Some(&alias))?;
+    // A group of buffers sharing bytes goes to the fast scratch only if every member may.
+    let mut group_ok = vec![true; program.buffers.len()];
+    for (id, b) in program.buffers.iter().enumerate() {
+        if b.io.is_some() || pinned.contains(&id) {
+            group_ok[alias[id]] = false;
+        }
+    }
     let (mut fast, mut slow): (Vec<_>, Vec<_>) = live.into_iter().partition(|(id, b)| {
-        fast_budget.is_some_and(|budget| budget > 0 && b.size <= budget)
-            && program.buffers[*id].io.is_none()
-            && !pinned.contains(id)
+        fast_budget.is_some_and(|budget| budget > 0 && b.size <= budget) && group_ok[*id]
     });
     // Fit the budget: the largest buffers go back to the arena until the rest fits (they are
     // the ones a cascade would have to stripe; the small ones are read and written most often
@@ -982,6 +1005,11 @@ fn place_buffers(
     for (k, (id, _)) in fast.iter().enumerate() {
         placed[*id] = (REGION_FAST, fast_plan.offsets[k] as u64);
     }
+    for (id, &root) in alias.iter().enumerate() {
+        if root != id {
+            placed[id] = placed[root];
+        }
+    }
     Ok(Places {
         buffers: placed,
         arena_size: slow_plan.size,
@@ -1003,6 +1031,30 @@ fn liveness(
     timeline: &[Vec<usize>],
     keep_all: bool,
 ) -> Result<Vec<(usize, alloc::Buffer)>> {
+    liveness_of(program, timeline, keep_all, None)
+}
+
+/// [`liveness`] where buffers may share bytes: `alias[b]` is the buffer whose bytes `b` uses
+/// (itself for most); `timeline` names only those. Each group is one lifetime, live from the
+/// start when a member is an input and to the end when one is an output.
+fn liveness_of(
+    program: &Program,
+    timeline: &[Vec<usize>],
+    keep_all: bool,
+    alias: Option<&[usize]>,
+) -> Result<Vec<(usize, alloc::Buffer)>> {
+    let root = |id: usize| alias.and_then(|a| a.get(id).copied()).unwrap_or(id);
+    let (mut input, mut output) = (
+        vec![false; program.buffers.len()],
+        vec![false; program.buffers.len()],
+    );
+    for (id, b) in program.buffers.iter().enumerate() {
+        match b.io {
+            Some(Io::Input(_)) => input[root(id)] = true,
+            Some(Io::Output(_)) => output[root(id)] = true,
+            None => {}
+        }
+    }
     let n_ops = timeline.len();
     let mut first = vec![usize::MAX; program.buffers.len()];
     let mut last = vec![0usize; program.buffers.len()];
@@ -1021,13 +1073,17 @@ fn liveness(
     let mut live = Vec::new();
     for (id, b) in program.buffers.iter().enumerate() {
         if let BufferKind::Arena = &b.kind {
+            if root(id) != id {
+                continue;
+            }
             let (mut f, mut l) = (first[id], last[id]);
-            match b.io {
-                // Inputs are written by the caller before the first op; outputs are read after
-                // the last.
-                Some(Io::Input(_)) => f = 0,
-                Some(Io::Output(_)) => l = n_ops,
-                None => {}
+            // Inputs are written by the caller before the first op; outputs are read after the
+            // last.
+            if input[id] {
+                f = 0;
+            }
+            if output[id] {
+                l = n_ops;
             }
             if f == usize::MAX || keep_all {
                 // Never touched by an op (an input that is also an output, say), or kept for
@@ -1046,6 +1102,77 @@ fn liveness(
         }
     }
     Ok(live)
+}
+
+/// Operations that may write their output over their input, as Vela does for element-wise
+/// operations (`live_range.py`, `_get_ifm_to_fuse`): for each buffer, the buffer whose bytes it
+/// shares (itself for most). An element-wise operation or a 1x1 pooling (table lookups,
+/// requantizations, int16 LOGISTIC) whose input dies there and whose output is born there,
+/// both the same box (offset, shape, strides, layout, element size) of same-size arena buffers:
+/// each output element is written after the input element at the same address was read, and
+/// no other one reads it, so the two buffers can be one. The input may be a model input (its
+/// bytes are not read after the run); an output is never written over.
+fn in_place_aliases(program: &Program, timeline: &[Vec<usize>], npu_pos: &[usize]) -> Vec<usize> {
+    let n = program.buffers.len();
+    let mut first = vec![usize::MAX; n];
+    let mut last = vec![0usize; n];
+    for (i, uses) in timeline.iter().enumerate() {
+        for &b in uses {
+            if b < n {
+                first[b] = first[b].min(i);
+                last[b] = last[b].max(i);
+            }
+        }
+    }
+    let mut alias: Vec<usize> = (0..n).collect();
+    for (op, &pos) in program.ops.iter().zip(npu_pos) {
+        let candidates: Vec<&super::npu_op::FeatureMap> = match &op.kind {
+            NpuOpKind::Elementwise { ifm2, .. } => {
+                let mut c = vec![&op.ifm];
+                if let Some(super::npu_op::Operand2::Tensor(f)) = ifm2 {
+                    c.push(f);
+                }
+                c
+            }
+            NpuOpKind::Pool(_)
+                if op.kernel == super::npu_op::Kernel::UNIT
+                    && op.padding == crate::ir::Padding::default()
+                    && op.upscale == npu_rt::ethos_u::regs::IfmUpscaleMode::None =>
+            {
+                vec![&op.ifm]
+            }
+            _ => continue,
+        };
+        let o = &op.ofm;
+        let reads = candidates.clone();
+        let arena = |b: usize| {
+            program
+                .buffers
+                .get(b)
+                .is_some_and(|x| matches!(x.kind, BufferKind::Arena))
+        };
+        let Some(a) = candidates.into_iter().find(|a| {
+            a.buffer != o.buffer
+                && arena(a.buffer)
+                && arena(o.buffer)
+                && a.offset == o.offset
+                && a.shape == o.shape
+                && a.strides == o.strides
+                && a.layout == o.layout
+                && a.dtype.bytes() == o.dtype.bytes()
+                && program.buffers[a.buffer].size == program.buffers[o.buffer].size
+                && !matches!(program.buffers[a.buffer].io, Some(Io::Output(_)))
+                && program.buffers[o.buffer].io.is_none_or(|io| matches!(io, Io::Output(_)))
+                && last[a.buffer] == pos
+                && first[o.buffer] == pos
+                // The other operand may read the same buffer only in the same box (x * x).
+                && reads.iter().all(|f| f.buffer != a.buffer || (f.offset, f.strides, f.shape) == (a.offset, a.strides, a.shape))
+        }) else {
+            continue;
+        };
+        alias[o.buffer] = alias[a.buffer];
+    }
+    alias
 }
 
 /// The arena buffers (ids) and their placement by liveness over `timeline` (all in one arena).
