@@ -33,15 +33,17 @@ impl ExpTable {
 ///
 /// Follows TFLite's `PreprocessSoftmaxScaling` (multiplier of `beta * scale * 2^26`, capped at
 /// `2^31 - 1`, quantized with a left shift) and `CalculateInputRadius`. Returns `None` when the
-/// scaling cannot be represented (non-positive or non-finite product, right shift needed, or a
-/// left shift of 31 or more).
+/// scaling cannot be represented (non-finite product or below 0.5: a right shift needed, or a
+/// left shift of 31 or more), as the reference interpreter refuses those.
 pub(super) fn softmax_exp_table(beta: f32, input_scale: f32) -> Option<ExpTable> {
     let real = (f64::from(beta)
         * f64::from(input_scale)
         * f64::from(1i32 << (31 - SCALED_DIFF_INTEGER_BITS)))
     .min(f64::from(i32::MAX));
-    if !real.is_finite() || real < 1.0 {
-        // TFLite's QuantizeMultiplierGreaterThanOne requires a real multiplier > 1.
+    if !real.is_finite() || real < 0.5 {
+        // The multiplier must not need a right shift (TFLite's QuantizeMultiplierGreaterThanOne
+        // expects one above 1; from 0.5 on the reference interpreter, like TFLite's arithmetic
+        // with a left shift of 0, still works, and so does this table).
         return None;
     }
     let (multiplier, left_shift) = quantize_multiplier(real);

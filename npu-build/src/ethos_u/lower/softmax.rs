@@ -677,7 +677,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for &scale in &[0.0078f32, 0.1, 0.5, 1.0 / 64.0, 0.003, 2.0] {
+        for &scale in &[0.0078f32, 0.1, 0.5, 1.0 / 64.0, 0.003, 2.0, 1.0e-8, 1.4e-8] {
             let table = lut::softmax_exp_table(1.0, scale).unwrap();
             for len in [1usize, 2, 10, 100, 1000, MAX_DEPTH] {
                 let x: Vec<i8> = (0..len).map(|_| next() as i8).collect();
@@ -710,6 +710,10 @@ mod tests {
         e2e::check(&softmax(2.0, &[1, 1000], DType::I8, (0.02, 0)));
         e2e::check(&softmax(1.0, &[2, 300], DType::U8, (0.03, 128)));
         e2e::check(&softmax(0.5, &[1, 1, 1, 1], DType::I8, (0.25, 0)));
+        // beta x scale x 2^26 in [0.5, 1): no left shift (an untrained classifier's logits,
+        // e.g. keras.applications MobileNetV3Small with random weights, scale 7.8e-9).
+        e2e::check(&softmax(1.0, &[1, 10], DType::I8, (7.8e-9, 0)));
+        e2e::check(&softmax(1.0, &[3, 40], DType::I8, (1.4e-8, -5)));
     }
 
     #[test]
@@ -731,6 +735,8 @@ mod tests {
         assert!(limit(&softmax(1.0, &[1, 5000], DType::I8, (0.05, 0))).contains("depth 5000"));
         // Input scaling beyond Q5.26.
         assert!(limit(&softmax(1.0, &[1, 10], DType::I8, (100.0, 0))).contains("Q5.26"));
+        // ... and below it (a right shift; the reference refuses those too).
+        assert!(limit(&softmax(1.0, &[1, 10], DType::I8, (5.0e-9, 0))).contains("Q5.26"));
     }
 
     #[test]
