@@ -303,6 +303,8 @@ fixture_tests! {
     op_tanh_int16: "op_tanh_int16", [];
     op_tanh_int16_all: "op_tanh_int16_all", [];
     op_tanh_int16_pot: "op_tanh_int16_pot", [];
+    net_mnv3s: "net_mnv3s", [];
+    net_effb0: "net_effb0", [];
     op_slice_to_end: "op_slice_to_end", [0];
     op_split_h: "op_split_h", [0, 1, 2, 3];
     op_split_v_w: "op_split_v_w", [0, 1];
@@ -401,6 +403,8 @@ fn every_fixture_is_listed() {
         "op_tanh_int16",
         "op_tanh_int16_all",
         "op_tanh_int16_pot",
+        "net_mnv3s",
+        "net_effb0",
         "op_slice_to_end",
         "op_split_h",
         "op_split_v_w",

@@ -145,6 +145,8 @@ fixture_tests!(
     op_tanh_int16,
     op_tanh_int16_all,
     op_tanh_int16_pot,
+    net_mnv3s,
+    net_effb0,
     op_strided_slice_masks,
     op_slice_to_end,
     op_split_h,
