@@ -373,6 +373,8 @@ fn schedule(
         }
     }
     let mut live_bytes = vec![0u64; n];
+    // Buffers the compiler made share bytes (an output written over its input) count once.
+    let mut counted: Vec<std::collections::HashSet<(u8, u64)>> = vec![Default::default(); n];
     let mut buffers = Vec::with_capacity(program.buffers.len());
     for (id, b) in program.buffers.iter().enumerate() {
         let (region, addr) = c.buffer_addrs.get(id).copied().unwrap_or((0, 0));
@@ -400,8 +402,10 @@ fn schedule(
                     l = n - 1;
                 }
                 let l = l.max(f).min(n - 1);
-                for v in &mut live_bytes[f..=l] {
-                    *v += b.size as u64;
+                for (v, seen) in live_bytes[f..=l].iter_mut().zip(&mut counted[f..=l]) {
+                    if seen.insert((region, addr)) {
+                        *v += b.size as u64;
+                    }
                 }
                 Some((f, l))
             }

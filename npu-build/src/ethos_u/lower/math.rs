@@ -233,13 +233,27 @@ fn uniform_alpha_table(
     alpha: TensorId,
     y: TensorId,
 ) -> Option<[u8; 256]> {
-    use crate::ir::{Graph, Tensor};
-    let g = cx.graph;
-    let a = g.tensors[alpha].data.as_ref()?;
+    let a = cx.graph.tensors[alpha].data.as_ref()?;
     let first = *a.first()?;
     if a.iter().any(|&b| b != first) {
         return None;
     }
+    alpha_table(cx, op, x, alpha, y, first)
+}
+
+/// The reference interpreter's PRelu of every input value with the stored alpha byte `value`
+/// (the order of [`uniform_alpha_table`]).
+fn alpha_table(
+    cx: &Lowering<'_>,
+    op: &Op,
+    x: TensorId,
+    alpha: TensorId,
+    y: TensorId,
+    value: u8,
+) -> Option<[u8; 256]> {
+    use crate::ir::{Graph, Tensor};
+    let g = cx.graph;
+    let first = value;
     let mut mini = Graph {
         name: "prelu".into(),
         ..Graph::default()
@@ -295,6 +309,19 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let shape = ofm.shape;
     let et: ElemType = ofm.dtype;
     let full = NpuActivation::none(et);
+    let a_shape = broadcast_hwc(cx, op, alpha, y)?;
+    if (0..3).any(|i| a_shape[i] != shape[i] && a_shape[i] != 1) {
+        return Err(Lowering::invalid(
+            op,
+            format!(
+                "alpha {:?} does not broadcast to the input {:?}",
+                cx.graph.tensors[alpha].shape, cx.graph.tensors[x].shape
+            ),
+        ));
+    }
+    if max_form_is_exact(cx, op, (x, alpha, y), (zx, zo), (pos, neg)) {
+        return lower_prelu_max(cx, op, (xfm, alpha, a_shape, ofm), (pos, neg));
+    }
     // 1. m = MIN(x, zx) on raw values (kept in x's quantization).
     let mut m = scratch_fm(cx, format!("{}_min", op.name), shape, et);
     m.zero_point = zx;
@@ -316,16 +343,6 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         full.clone(),
     ));
     // 2. n = MUL(m, alpha) into the output quantization.
-    let a_shape = broadcast_hwc(cx, op, alpha, y)?;
-    if (0..3).any(|i| a_shape[i] != shape[i] && a_shape[i] != 1) {
-        return Err(Lowering::invalid(
-            op,
-            format!(
-                "alpha {:?} does not broadcast to the input {:?}",
-                cx.graph.tensors[alpha].shape, cx.graph.tensors[x].shape
-            ),
-        ));
-    }
     let a_scalar = scalar(cx, alpha);
     let alpha2 = operand2(cx, op, alpha, a_shape, a_scalar)?;
     let mut n = scratch_fm(cx, format!("{}_neg", op.name), shape, et);
@@ -381,6 +398,120 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         activation: full,
         block: None,
     });
+    Ok(())
+}
+
+/// Whether Vela's three-operation PRelu, `MAX(MUL(x, alpha), MUL(x, 1))` with each product
+/// scaled into the output (the negative and the positive branch's rescale), gives TFLite's
+/// result for every input value and every stored alpha value: checked here against the
+/// reference interpreter, 256 inputs per distinct alpha, with the NPU's arithmetic (product,
+/// DBL-rounded OFM scale, zero point, clamp; MAX of the raw results). It holds for the usual
+/// alphas in `[0, 1]` unless the two branches round across each other; alpha above 1 or
+/// below 0 breaks it, and then the exact four-operation form is used. Needs a constant alpha.
+fn max_form_is_exact(
+    cx: &Lowering<'_>,
+    op: &Op,
+    (x, alpha, y): (TensorId, TensorId, TensorId),
+    (zx, zo): (i32, i32),
+    (pos, neg): (Scale, Scale),
+) -> bool {
+    use npu_rt::ethos_u::numerics::scale;
+    let g = cx.graph;
+    let Some(stored) = g.tensors[alpha].data.as_ref() else {
+        return false;
+    };
+    let Some(q) = g.tensors[alpha].quant.as_ref() else {
+        return false;
+    };
+    if q.zero_point.len() != 1 {
+        return false;
+    }
+    let za = i64::from(q.zero_point[0]);
+    let signed = g.tensors[x].dtype == DType::I8;
+    let (lo, hi) = if signed { (-128i64, 127) } else { (0, 255) };
+    let raw = |b: u8| {
+        if signed {
+            i64::from(b as i8)
+        } else {
+            i64::from(b)
+        }
+    };
+    let branch = |v: i64, s: Scale| {
+        (scale(v, s.scale, u32::from(s.shift), RoundMode::Dbl, 0) + i64::from(zo)).clamp(lo, hi)
+    };
+    let mut seen = [false; 256];
+    for &b in stored {
+        if std::mem::replace(&mut seen[usize::from(b)], true) {
+            continue;
+        }
+        let Some(want) = alpha_table(cx, op, x, alpha, y, b) else {
+            return false;
+        };
+        let a = raw(b) - za;
+        for (i, &w) in want.iter().enumerate() {
+            let v = if signed { i as i64 - 128 } else { i as i64 } - i64::from(zx);
+            let got = branch(v * a, neg).max(branch(v, pos));
+            if got != raw(w) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Vela's PRelu (see [`max_form_is_exact`]): `n = MUL(x, alpha)`, `p = MUL(x, 1)`, both into
+/// the output quantization, then `y = MAX(n, p)` on raw values.
+fn lower_prelu_max(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    (xfm, alpha, a_shape, ofm): (FeatureMap, TensorId, [usize; 3], FeatureMap),
+    (pos, neg): (Scale, Scale),
+) -> Result<()> {
+    let (shape, et) = (ofm.shape, ofm.dtype);
+    let full = NpuActivation::none(et);
+    let a_scalar = scalar(cx, alpha);
+    let alpha2 = operand2(cx, op, alpha, a_shape, a_scalar)?;
+    let mut n = scratch_fm(cx, format!("{}_neg", op.name), shape, et);
+    n.zero_point = ofm.zero_point;
+    cx.program.ops.push(elementwise(
+        &format!("{}_neg", op.name),
+        ElementwiseMode::Mul,
+        xfm.clone(),
+        Some(alpha2),
+        false,
+        n.clone(),
+        Some(neg),
+        full.clone(),
+    ));
+    let mut p = scratch_fm(cx, format!("{}_pos", op.name), shape, et);
+    p.zero_point = ofm.zero_point;
+    cx.program.ops.push(elementwise(
+        &format!("{}_pos", op.name),
+        ElementwiseMode::Mul,
+        xfm,
+        Some(Operand2::Scalar {
+            value: 1,
+            zero_point: 0,
+        }),
+        false,
+        p.clone(),
+        Some(pos),
+        full.clone(),
+    ));
+    let raw = |mut f: FeatureMap| {
+        f.zero_point = 0;
+        f
+    };
+    cx.program.ops.push(elementwise(
+        &op.name,
+        ElementwiseMode::Max,
+        raw(n),
+        Some(Operand2::Tensor(raw(p))),
+        false,
+        raw(ofm),
+        None,
+        full,
+    ));
     Ok(())
 }
 

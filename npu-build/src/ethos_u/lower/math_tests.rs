@@ -205,6 +205,46 @@ fn prelu_any_alpha_is_exact() {
     );
 }
 
+/// Per-channel alphas in [0, 1] (what trained PReLUs hold): Vela's three operations, MAX of the
+/// two rescaled branches, proved exact at compile time; every int8/uint8 input value in every
+/// channel, on every accelerator, equals the reference. Alphas above 1 or below 0 keep the
+/// four-operation form.
+#[test]
+fn prelu_max_form_where_exact_on_every_input() {
+    for dtype in [DType::I8, DType::U8] {
+        let shape: &[usize] = &[1, 2, 128, 5];
+        let (alpha, qa): (Vec<i8>, (f32, i32)) = if dtype == DType::I8 {
+            (vec![-128, -60, 0, 60, 127], (0.5 / 255.0, -128))
+        } else {
+            (vec![0, 60, 127, -56, -1], (1.0 / 255.0, 0))
+        };
+        let g = prelu_graph(dtype, shape, &[5], &alpha, qa);
+        let p = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect("lowering");
+        assert_eq!(p.ops.len(), 3, "{dtype}: the max form");
+        // x[0, h, w, c] takes all 256 values in each channel.
+        let data: Vec<u8> = (0..256usize)
+            .flat_map(|v| std::iter::repeat_n(v as u8, 5))
+            .collect();
+        let x = Value::new(
+            shape.to_vec(),
+            if dtype == DType::I8 {
+                Data::I8(data.iter().map(|&b| b as i8).collect())
+            } else {
+                Data::U8(data)
+            },
+        )
+        .expect("value");
+        let want = crate::reference::run(&g, std::slice::from_ref(&x)).expect("reference");
+        for (accel, got) in run_compiled(&g, std::slice::from_ref(&x)) {
+            assert_eq!(got[0], want[0].data.to_le_bytes(), "{dtype} on {accel}");
+        }
+    }
+    // Alpha above 1 (0.2 * 127 = 25.4) or negative: four operations.
+    let g = prelu_graph(DType::I8, &[1, 2, 2, 2], &[2], &[127, -100], (0.2, 0));
+    let p = crate::ethos_u::lower::lower(&g, &ETHOS_U55_128).expect("lowering");
+    assert_eq!(p.ops.len(), 4);
+}
+
 /// SquaredDifference on the NPU (five or six int32 steps): broadcasts either way and at any
 /// rank, equal scales (both factors exactly 1/2), a constant scalar operand, first or second.
 #[test]
