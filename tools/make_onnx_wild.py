@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ONNX models as they are quantized in the wild: float networks quantized by onnxruntime's
 `quantize_static` in both formats (QDQ and QOperator), with uint8 or int8 activations (U8S8,
-S8S8) and per-channel or per-tensor weights. Reference outputs come from onnxruntime on the
+S8S8), int8 or uint8 weights (U8U8: asymmetric per tensor), per-channel or per-tensor. Reference outputs come from onnxruntime on the
 quantized model; the expectation is agreement within one output quantization step (onnxruntime
 requantizes in float, the NPU in fixed point).
 
@@ -70,7 +70,10 @@ def mlp(b):
 
 BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp}
 FORMATS = {"qdq": QuantFormat.QDQ, "qop": QuantFormat.QOperator}
-ACTS = {"u8s8": QuantType.QUInt8, "s8s8": QuantType.QInt8}
+# activation type, weight type: U8U8 is onnxruntime's asymmetric uint8 weights (per-tensor zero
+# points anywhere in 0..255; per channel it makes them symmetric, zero point 128).
+ACTS = {"u8s8": (QuantType.QUInt8, QuantType.QInt8), "s8s8": (QuantType.QInt8, QuantType.QInt8),
+        "u8u8": (QuantType.QUInt8, QuantType.QUInt8)}
 
 
 def variants():
@@ -125,7 +128,7 @@ def main():
         qp = os.path.join(d, name + ".onnx")
         onnx.save(m, fp)
         quantize_static(fp, qp, Reader(ishape), quant_format=FORMATS[fmt], per_channel=pc,
-                        activation_type=ACTS[act], weight_type=QuantType.QInt8)
+                        activation_type=ACTS[act][0], weight_type=ACTS[act][1])
         s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(1)
         for k in range(3):

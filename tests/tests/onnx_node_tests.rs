@@ -13,6 +13,9 @@ use npu_tests::{differences, fixtures_dir};
 const PASSING: &[&str] = &[
     "test_dequantizelinear",
     "test_dequantizelinear_int16",
+    "test_qlinearconv",
+    "test_qlinearmatmul_2D_int8_float32",
+    "test_qlinearmatmul_2D_uint8_float32",
     "test_quantizelinear",
     "test_quantizelinear_int16",
 ];

@@ -172,6 +172,15 @@ wild_tests!(
     shuffle_cnn_qop_s8s8_pt,
     shuffle_cnn_qop_u8s8_pc,
     shuffle_cnn_qop_u8s8_pt,
+    // onnxruntime's U8U8: uint8 weights, asymmetric per tensor.
+    mlp_qdq_u8u8_pc,
+    mlp_qdq_u8u8_pt,
+    mlp_qop_u8u8_pc,
+    mlp_qop_u8u8_pt,
+    shuffle_cnn_qdq_u8u8_pc,
+    shuffle_cnn_qdq_u8u8_pt,
+    shuffle_cnn_qop_u8u8_pc,
+    shuffle_cnn_qop_u8u8_pt,
 );
 
 /// tf2onnx's conversion of an int8 TFLite Keras classifier (nonzero biases; dense layers as QDQ

@@ -96,8 +96,10 @@ impl Builder {
     }
 
     /// Weights `qc` of node `n` as an IR tensor laid out by `t`, per-channel along ONNX axis
-    /// `channel_axis` (or per-tensor). Weight zero points must be 0 (symmetric), as the int8
-    /// kernels assume.
+    /// `channel_axis` (or per-tensor). uint8 weights become int8 with the zero point moved by
+    /// 128; nonzero zero points (onnxruntime's asymmetric U8U8 weights) are kept: the reference
+    /// and CPU kernels subtract them, the NPU encodes `w - zp` as 9-bit weights (refusing a
+    /// difference outside -255..=255, which int8/uint8 data cannot produce).
     pub(crate) fn weight_tensor(
         &mut self,
         n: &Node,
@@ -111,12 +113,6 @@ impl Builder {
             return Err(n.err(format!(
                 "weights '{}' are quantized per channel along axis {:?}, but the output channels are axis {channel_axis}",
                 qc.name, q.axis
-            )));
-        }
-        if let Some(z) = q.zero_point.iter().find(|&&z| z != 0) {
-            return Err(n.err(format!(
-                "weights '{}' have zero point {z}; only symmetric int8 weights (zero point 0) are supported",
-                qc.name
             )));
         }
         let key = n.req_input(i)?.to_string();
