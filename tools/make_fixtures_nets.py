@@ -15,6 +15,9 @@ importer accepts it as ONNX Gelu). Vela keeps LayerNormalization's float NEG and
 two-activation BATCH_MATMUL on the CPU, so its raw writer refuses these graphs:
 vela/ACCEL/VELA_FAILED.txt holds its message.
 
+  net_unet            a small U-Net (64x64): max-pool downsampling, Conv2DTranspose upsampling,
+                      Concatenate skips, sigmoid output.
+  net_vit_encoder     a ViT-style encoder: patch Conv2D, two transformer blocks, classifier.
   net_mnv3s, net_effb0 keras.applications MobileNetV3Small (96x96, include_preprocessing=False)
                       and EfficientNetB0 (64x64), 10 classes, random weights with calibrated
                       BatchNormalization statistics (see `calibrated`); Vela for ethos-u55-128 only.
@@ -55,6 +58,35 @@ def vit_block():
     return keras.Model(inp, layers.Dense(10)(layers.GlobalAveragePooling1D()(x)))
 
 
+def unet():
+    """A small U-Net: two 2x2 max-pool downsamplings, Conv2DTranspose (stride 2) upsamplings,
+    Concatenate skips, a sigmoid output."""
+    inp = keras.Input((64, 64, 3), batch_size=1)
+    c1 = layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
+    c1 = layers.Conv2D(16, 3, padding="same", activation="relu")(c1)
+    c2 = layers.Conv2D(32, 3, padding="same", activation="relu")(layers.MaxPooling2D(2)(c1))
+    c3 = layers.Conv2D(64, 3, padding="same", activation="relu")(layers.MaxPooling2D(2)(c2))
+    u2 = layers.Conv2DTranspose(32, 2, strides=2, padding="same")(c3)
+    d2 = layers.Conv2D(32, 3, padding="same", activation="relu")(layers.Concatenate()([u2, c2]))
+    u1 = layers.Conv2DTranspose(16, 2, strides=2, padding="same")(d2)
+    d1 = layers.Conv2D(16, 3, padding="same", activation="relu")(layers.Concatenate()([u1, c1]))
+    return keras.Model(inp, layers.Conv2D(1, 1, activation="sigmoid")(d1))
+
+
+def vit_encoder():
+    """A ViT-style encoder: a 4x4 patch convolution (64 tokens of 32), two blocks of
+    LayerNormalization + two-head MultiHeadAttention + GELU MLP with residual Adds, a classifier."""
+    inp = keras.Input((32, 32, 3), batch_size=1)
+    x = layers.Reshape((64, 32))(layers.Conv2D(32, 4, strides=4)(inp))
+    for _ in range(2):
+        h = layers.LayerNormalization()(x)
+        x = layers.Add()([x, layers.MultiHeadAttention(num_heads=2, key_dim=16)(h, h)])
+        h = layers.LayerNormalization()(x)
+        h = layers.Dense(32)(layers.Dense(64, activation="gelu")(h))
+        x = layers.Add()([x, h])
+    return keras.Model(inp, layers.Dense(10)(layers.GlobalAveragePooling1D()(x)))
+
+
 def calibrated(build):
     """A keras.applications network with random weights whose BatchNormalization statistics are
     set from a batch of the calibration distribution (momentum 0, one training-mode call), so
@@ -76,14 +108,20 @@ A = keras.applications
 MODELS = {
     "net_convnext_block": convnext_block,
     "net_vit_block": vit_block,
+    # issue 13's networks
+    "net_unet": unet,
+    "net_vit_encoder": vit_encoder,
     # issue 12's networks, at small resolutions and 10 classes (the operator mix is the same).
     "net_mnv3s": calibrated(lambda: A.MobileNetV3Small(input_shape=(96, 96, 3), weights=None, classes=10,
                                                        include_preprocessing=False)),
     "net_effb0": calibrated(lambda: A.EfficientNetB0(input_shape=(64, 64, 3), weights=None, classes=10)),
+    # issue 13's concatenation-heavy network; about 20 MB with its Vela compilation, so it is not
+    # committed (build it into a scratch directory; README gives the command).
+    "net_densenet121": calibrated(lambda: A.DenseNet121(input_shape=(64, 64, 3), weights=None, classes=10)),
 }
 # Whole keras.applications networks carry megabytes of weights per Vela compilation: one
 # configuration (the README's comparison target) instead of six.
-ONE_ACCEL = {"net_mnv3s", "net_effb0"}
+ONE_ACCEL = {"net_mnv3s", "net_effb0", "net_densenet121"}
 
 
 def vela_or_failed(tfl, out, accel, system, mode):

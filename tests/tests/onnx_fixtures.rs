@@ -305,6 +305,8 @@ fixture_tests! {
     op_tanh_int16_pot: "op_tanh_int16_pot", [];
     net_mnv3s: "net_mnv3s", [];
     net_effb0: "net_effb0", [];
+    net_unet: "net_unet", [];
+    net_vit_encoder: "net_vit_encoder", [];
     op_slice_to_end: "op_slice_to_end", [0];
     op_split_h: "op_split_h", [0, 1, 2, 3];
     op_split_v_w: "op_split_v_w", [0, 1];
@@ -405,6 +407,8 @@ fn every_fixture_is_listed() {
         "op_tanh_int16_pot",
         "net_mnv3s",
         "net_effb0",
+        "net_unet",
+        "net_vit_encoder",
         "op_slice_to_end",
         "op_split_h",
         "op_split_v_w",

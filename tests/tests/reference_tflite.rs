@@ -147,6 +147,8 @@ fixture_tests!(
     op_tanh_int16_pot,
     net_mnv3s,
     net_effb0,
+    net_unet,
+    net_vit_encoder,
     op_strided_slice_masks,
     op_slice_to_end,
     op_split_h,

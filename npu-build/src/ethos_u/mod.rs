@@ -13,6 +13,7 @@ pub mod block;
 pub mod compile;
 pub mod cpu_ops;
 pub mod emit;
+mod fuse_concat;
 mod fuse_lut;
 pub mod lower;
 pub mod npu_op;
