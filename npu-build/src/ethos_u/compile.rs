@@ -950,10 +950,17 @@ fn place_buffers(
             placed[id] = (REGION_CONST, ro.add(bytes) as u64);
         }
     }
+    // A buffer that may go to the fast scratch is not merged with one that must stay in the
+    // arena (the merged group would have to stay there too).
+    let fast_ok = |id: usize| {
+        fast_budget.is_some_and(|budget| budget > 0)
+            && program.buffers[id].io.is_none()
+            && !pinned.contains(&id)
+    };
     let alias = if keep_all {
         (0..program.buffers.len()).collect()
     } else {
-        in_place_aliases(program, timeline, npu_pos)
+        in_place_aliases(program, timeline, npu_pos, &fast_ok)
     };
     let shared: Vec<usize> = timeline
         .iter()
@@ -1114,7 +1121,12 @@ fn liveness_of(
 /// each output element is written after the input element at the same address was read, and
 /// no other one reads it, so the two buffers can be one. The input may be a model input (its
 /// bytes are not read after the run); an output is never written over.
-fn in_place_aliases(program: &Program, timeline: &[Vec<usize>], npu_pos: &[usize]) -> Vec<usize> {
+fn in_place_aliases(
+    program: &Program,
+    timeline: &[Vec<usize>],
+    npu_pos: &[usize],
+    same_memory: &dyn Fn(usize) -> bool,
+) -> Vec<usize> {
     let n = program.buffers.len();
     let mut first = vec![usize::MAX; n];
     let mut last = vec![0usize; n];
@@ -1167,6 +1179,7 @@ fn in_place_aliases(program: &Program, timeline: &[Vec<usize>], npu_pos: &[usize
                 && program.buffers[o.buffer].io.is_none_or(|io| matches!(io, Io::Output(_)))
                 && last[a.buffer] == pos
                 && first[o.buffer] == pos
+                && same_memory(a.buffer) == same_memory(o.buffer)
                 // The other operand may read the same buffer only in the same box (x * x).
                 && reads.iter().all(|f| f.buffer != a.buffer || (f.offset, f.strides, f.shape) == (a.offset, a.strides, a.shape))
         }) else {
