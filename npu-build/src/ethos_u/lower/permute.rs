@@ -233,6 +233,62 @@ fn dense_fm(cx: &mut Lowering<'_>, op: &Op, t: TensorId) -> Result<FeatureMap> {
     })
 }
 
+/// A Tile as a doubling sequence: the input copied into the output's first block, then along
+/// each tiled dimension (innermost first) the block filled so far copied from the output into
+/// its other `multiples[d] - 1` places, so later copies move wider blocks. `None` when it would
+/// not take fewer copies than the direct plan (one copy per combination of tile positions on
+/// unrolled axes), or either does not fit [`MAX_COPIES`].
+#[allow(clippy::type_complexity)]
+fn tile_steps(
+    in_shape: &[usize],
+    multiples: &[usize],
+    direct: usize,
+) -> Option<
+    Vec<(
+        bool,
+        Vec<(usize, usize, [usize; 3], [usize; 3], [usize; 3])>,
+    )>,
+> {
+    if in_shape.len() != multiples.len() || multiples.contains(&0) {
+        return None;
+    }
+    let out: Vec<usize> = in_shape.iter().zip(multiples).map(|(a, m)| a * m).collect();
+    let (is, os) = (dense(in_shape), dense(&out));
+    let axes = |extent: &[usize], src: &[usize]| -> Vec<Axis> {
+        (0..extent.len())
+            .filter(|&d| extent[d] != 1)
+            .map(|d| Axis {
+                is: src[d],
+                os: os[d],
+                segs: vec![(0, 0, extent[d])],
+            })
+            .collect()
+    };
+    // Merge dimensions that stay adjacent (same strides ratio) is left to `plan_copies`' unit
+    // segments: each step is one box of the output.
+    let mut steps = vec![(false, plan_copies(&axes(in_shape, &is))?)];
+    let mut filled = in_shape.to_vec();
+    for d in (0..in_shape.len()).rev() {
+        if multiples[d] == 1 {
+            continue;
+        }
+        let block = plan_copies(&axes(&filled, &os))?;
+        for t in 1..multiples[d] {
+            let shift = t * in_shape[d] * os[d];
+            steps.push((
+                true,
+                block
+                    .iter()
+                    .map(|&(io, oo, sh, ist, ost)| (io, oo + shift, sh, ist, ost))
+                    .collect(),
+            ));
+        }
+        filled[d] = out[d];
+    }
+    let total: usize = steps.iter().map(|s| s.1.len()).sum();
+    (total < direct && total <= MAX_COPIES).then_some(steps)
+}
+
 /// Emits the copies of `axes` from `x` to `y`.
 fn emit(cx: &mut Lowering<'_>, op: &Op, axes: &[Axis]) -> Result<()> {
     let (x, y) = match (op.inputs.as_slice(), op.outputs.as_slice()) {
@@ -259,30 +315,44 @@ fn emit(cx: &mut Lowering<'_>, op: &Op, axes: &[Axis]) -> Result<()> {
     if yt.elements() == 0 {
         return Ok(());
     }
-    let copies = plan_copies(axes).ok_or_else(|| {
-        cx.limit(
-            op,
-            format!("needs more than {MAX_COPIES} strided copies on the NPU"),
-        )
-    })?;
-    if let Some(c) = copies.iter().find(|c| c.2.iter().any(|&d| d > MAX_EXTENT)) {
-        return Err(cx.limit(
-            op,
-            format!(
-                "a copy of shape {:?} exceeds {MAX_EXTENT} along an axis",
-                c.2
-            ),
-        ));
-    }
+    let copies = plan_copies(axes);
+    let tiled = match &op.kind {
+        OpKind::Tile { multiples } => tile_steps(
+            &xt.shape,
+            multiples,
+            copies.as_ref().map_or(usize::MAX, Vec::len),
+        ),
+        _ => None,
+    };
+    let steps = match (tiled, copies) {
+        (Some(t), _) => t,
+        (None, Some(c)) => vec![(false, c)],
+        (None, None) => {
+            return Err(cx.limit(
+                op,
+                format!("needs more than {MAX_COPIES} strided copies on the NPU"),
+            ));
+        }
+    };
     let xfm = dense_fm(cx, op, x)?;
     let yfm = dense_fm(cx, op, y)?;
     let e = xt.dtype.size();
-    for (io, oo, shape, ist, ost) in copies {
+    for (io, oo, shape, ist, ost, from_y) in steps.into_iter().flat_map(|(from_y, c)| {
+        c.into_iter()
+            .map(move |(a, b, s, i, o)| (a, b, s, i, o, from_y))
+    }) {
+        if shape.iter().any(|&d| d > MAX_EXTENT) {
+            return Err(cx.limit(
+                op,
+                format!("a copy of shape {shape:?} exceeds {MAX_EXTENT} along an axis"),
+            ));
+        }
+        let src = if from_y { &yfm } else { &xfm };
         let ifm = FeatureMap {
-            offset: xfm.offset + io * e,
+            offset: src.offset + io * e,
             shape,
             strides: ist.map(|s| s * e),
-            ..xfm.clone()
+            ..src.clone()
         };
         let ofm = FeatureMap {
             offset: yfm.offset + oo * e,
@@ -366,6 +436,26 @@ mod tests {
         let a = transpose_axes(&[2, 3, 4, 5], &[2, 3, 0, 1]);
         assert_eq!(a.len(), 2);
         assert_eq!((a[0].is, a[0].os, a[1].is, a[1].os), (20, 1, 1, 6));
+    }
+
+    #[test]
+    fn tiles_double_instead_of_copying_every_position() {
+        let count = |s: &[usize], m: &[usize], direct: usize| {
+            tile_steps(s, m, direct).map(|st| st.iter().map(|x| x.1.len()).sum::<usize>())
+        };
+        // W x2, C x3: the input, two copies along C, one along W: 4 against 6.
+        assert_eq!(count(&[1, 3, 4, 5], &[1, 1, 2, 3], 6), Some(4));
+        assert_eq!(count(&[1, 4, 4, 8], &[1, 2, 3, 1], 6), Some(4));
+        // One axis doubled: two copies either way, the direct plan stays.
+        assert_eq!(count(&[1, 4, 4, 8], &[1, 2, 1, 1], 2), None);
+        // Every copy after the first reads what an earlier one wrote and writes elsewhere.
+        let steps = tile_steps(&[1, 3, 4, 5], &[1, 1, 2, 3], 6).expect("steps");
+        assert!(!steps[0].0 && steps[1..].iter().all(|s| s.0));
+        for (_, copies) in &steps[1..] {
+            for &(io, oo, _, _, _) in copies {
+                assert!(oo > io);
+            }
+        }
     }
 
     #[test]
