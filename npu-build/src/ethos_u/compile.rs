@@ -962,17 +962,15 @@ fn place_buffers(
     } else {
         in_place_aliases(program, timeline, npu_pos, &fast_ok)
     };
-    let shared: Vec<usize> = timeline
+    // The timeline in terms of each group's first buffer.
+    let tl: Vec<Vec<usize>> = timeline
         .iter()
-        .flatten()
-        .map(|&b| alias.get(b).copied().unwrap_or(b))
+        .map(|uses| {
+            uses.iter()
+                .map(|&b| alias.get(b).copied().unwrap_or(b))
+                .collect()
+        })
         .collect();
-    let mut tl = Vec::with_capacity(timeline.len());
-    let mut at = 0;
-    for uses in timeline {
-        tl.push(shared[at..at + uses.len()].to_vec());
-        at += uses.len();
-    }
     let live = liveness_of(program, &tl, keep_all, Some(&alias))?;
     // A group of buffers sharing bytes goes to the fast scratch only if every member may.
     let mut group_ok = vec![true; program.buffers.len()];
