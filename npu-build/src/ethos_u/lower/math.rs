@@ -253,7 +253,6 @@ fn alpha_table(
 ) -> Option<[u8; 256]> {
     use crate::ir::{Graph, Tensor};
     let g = cx.graph;
-    let first = value;
     let mut mini = Graph {
         name: "prelu".into(),
         ..Graph::default()
@@ -266,7 +265,7 @@ fn alpha_table(
         data,
     };
     let tx = mini.add_tensor(t(&g.tensors[x], vec![256], None));
-    let ta = mini.add_tensor(t(&g.tensors[alpha], vec![1], Some(vec![first])));
+    let ta = mini.add_tensor(t(&g.tensors[alpha], vec![1], Some(vec![value])));
     let ty = mini.add_tensor(t(&g.tensors[y], vec![256], None));
     mini.inputs.push(tx);
     mini.outputs.push(ty);

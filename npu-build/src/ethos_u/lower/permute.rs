@@ -264,8 +264,8 @@ fn tile_steps(
             })
             .collect()
     };
-    // Merge dimensions that stay adjacent (same strides ratio) is left to `plan_copies`' unit
-    // segments: each step is one box of the output.
+    // Each step is one box of the output (dimensions are not merged: a rank-4 box with a
+    // batch above 1 unrolls one axis, which the copy count below accounts for).
     let mut steps = vec![(false, plan_copies(&axes(in_shape, &is))?)];
     let mut filled = in_shape.to_vec();
     for d in (0..in_shape.len()).rev() {
