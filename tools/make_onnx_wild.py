@@ -68,7 +68,20 @@ def mlp(b):
     return b.op("Add", [b.op("MatMul", [x, w3]), b3]), (1, 32), (1, 8)
 
 
-BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp}
+def act_mix(b):
+    """ONNX-only activation forms with no TFLite twin, as exporters write them after a
+    convolution: hard-swish as x * HardSigmoid(x), swish as x * Sigmoid(x), GELU's Erf expansion
+    0.5 x (1 + Erf(x / sqrt 2)). (onnxruntime leaves ReduceSum in float, so it is not here.)"""
+    x = b.conv("input", 3, 8, 3, 1, act=None)
+    x = b.op("Mul", [x, b.op("HardSigmoid", [x])])
+    x = b.op("Mul", [x, b.op("Sigmoid", [x])])
+    e = b.op("Erf", [b.op("Div", [x, b.const(np.array(np.sqrt(2.0)), "sqrt2")])])
+    g = b.op("Mul", [b.op("Mul", [x, b.op("Add", [e, b.const(np.array(1.0), "one")])]),
+                     b.const(np.array(0.5), "half")])
+    return g, (1, 3, 8, 8), (1, 8, 8, 8)
+
+
+BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp, "act_mix": act_mix}
 FORMATS = {"qdq": QuantFormat.QDQ, "qop": QuantFormat.QOperator}
 # activation type, weight type: U8U8 is onnxruntime's asymmetric uint8 weights (per-tensor zero
 # points anywhere in 0..255; per channel it makes them symmetric, zero point 128).
@@ -78,6 +91,11 @@ ACTS = {"u8s8": (QuantType.QUInt8, QuantType.QInt8), "s8s8": (QuantType.QInt8, Q
 
 def variants():
     for base in BASES:
+        if base == "act_mix":
+            # QDQ only (the forms are what QDQ exporters write), per tensor.
+            for act in ("s8s8", "u8s8"):
+                yield f"{base}_qdq_{act}_pt", base, "qdq", act, False
+            continue
         for fmt in FORMATS:
             for act in ACTS:
                 for pc in ("pc", "pt"):

@@ -288,6 +288,7 @@ fn attrs(kind: &OpKind) -> String {
             | ActFn::Log
             | ActFn::Rsqrt
             | ActFn::Sqrt => "lookup table".into(),
+            ActFn::Real(_) => "ONNX float island, tabulated".into(),
             ActFn::Table(_) => {
                 "lookup table of a float island (dequantize, f32 functions, quantize)".into()
             }

@@ -68,6 +68,7 @@ const ALL_KINDS: &[&str] = &[
     "Rsqrt",
     "Sqrt",
     "Table",
+    "FloatFunction",
 ];
 
 /// Input cases of every fixture.

@@ -155,6 +155,9 @@ macro_rules! wild_tests {
 }
 
 wild_tests!(
+    // ONNX-only activation forms (x * HardSigmoid(x), x * Sigmoid(x), GELU's Erf expansion).
+    act_mix_qdq_s8s8_pt,
+    act_mix_qdq_u8s8_pt,
     mlp_qdq_s8s8_pc,
     mlp_qdq_s8s8_pt,
     mlp_qdq_u8s8_pc,

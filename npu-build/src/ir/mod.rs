@@ -239,6 +239,9 @@ pub enum ResizeMode {
 
 /// Operators of the IR. Inputs and outputs are listed in [`Op`]; the comment on each variant gives
 /// their order. Shapes of outputs are always set on the output tensors.
+// `ActFn::Real` makes the enum about 1 KiB: one per operator of a graph, not worth a box (the
+// function enum stays `Copy`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpKind {
     /// inputs: `[x, weights, bias?]`, output `[N, OH, OW, O]`.
@@ -485,6 +488,11 @@ pub enum ActFn {
     /// (DEQUANTIZE, float element-wise functions, QUANTIZE) by running those operators on
     /// every input value, so it is bit-exact with them by construction.
     Table([u8; 256]),
+    /// A float function of the 8-bit input given by its real output for every input value (in
+    /// [`ActFn::Table`]'s order), quantized with the operator's output quantization as ONNX's
+    /// QuantizeLinear does (round half to even, saturate): an ONNX float island that is none of
+    /// the named functions (GELU's `1 + Erf(x / sqrt 2)` part between two quantized Muls, say).
+    Real([f32; 256]),
 }
 
 impl ActFn {
@@ -503,6 +511,7 @@ impl ActFn {
             ActFn::Rsqrt => "Rsqrt",
             ActFn::Sqrt => "Sqrt",
             ActFn::Table(_) => "Table",
+            ActFn::Real(_) => "FloatFunction",
         }
     }
 }

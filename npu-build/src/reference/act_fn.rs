@@ -269,6 +269,22 @@ pub(crate) fn table(g: &Graph, op: &Op, f: ActFn) -> Result<Table8> {
         ActFn::Rsqrt => rsqrt_table(op, &q)?,
         ActFn::Sqrt => sqrt_table(&q),
         ActFn::Table(t) => t,
+        ActFn::Real(v) => {
+            // QuantizeLinear in single precision: x / scale, round half to even, + zero point,
+            // saturate.
+            let (lo, hi) = q.range();
+            let mut t = [0u8; 256];
+            for (b, &y) in t.iter_mut().zip(v.iter()) {
+                let r = (y / output.0).round_ties_even();
+                let z = if r.is_nan() {
+                    output.1
+                } else {
+                    (r as i64 + i64::from(output.1)).clamp(lo.into(), hi.into()) as i32
+                };
+                *b = z as u8;
+            }
+            t
+        }
     };
     Ok(Table8 { bytes, signed })
 }

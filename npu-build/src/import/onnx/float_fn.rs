@@ -66,6 +66,10 @@ const START_OPS: &[&str] = &[
     "Tanh",
 ];
 
+/// Float operators with neither an integer mapping nor an f32 island kernel: an island holding
+/// one that is no named function is tabulated as [`ActFn::Real`].
+const NO_OTHER_PATH: &[&str] = &["Div", "Erf", "Pow", "Reciprocal", "Sqrt"];
+
 /// A recognised subgraph: the nodes it covers, its input and its output.
 struct Island {
     nodes: Vec<usize>,
@@ -118,8 +122,26 @@ impl Builder {
         else {
             return Ok(false);
         };
-        let Some(f) = identify(&xs, &ys) else {
-            return Ok(false);
+        // None of the named functions: the island's own values, quantized by the
+        // QuantizeLinear after it (a table either way on the NPU and the CPU).
+        let f = match identify(&xs, &ys) {
+            Some(f) => f,
+            // Only where nothing else can run it (an operator with neither an integer mapping
+            // nor an f32 kernel): the other paths keep the IR of tf2onnx twins equal to
+            // TFLite's (a float Mul by a constant is an integer Mul, say).
+            None if ys.len() <= 256
+                && island
+                    .nodes
+                    .iter()
+                    .any(|&i| NO_OTHER_PATH.contains(&nodes[i].op_type.as_str())) =>
+            {
+                let mut v = [0f32; 256];
+                for (d, &y) in v.iter_mut().zip(&ys) {
+                    *d = y as f32;
+                }
+                ActFn::Real(v)
+            }
+            None => return Ok(false),
         };
         Ok(self.bind_function(nodes, k, &island, x, f, done))
     }
