@@ -33,19 +33,8 @@ MODELS = {
 
 
 def convert(name, rng):
-    shape, fn, rng_hi, _ = MODELS[name]
-    model = w2.seq(shape, w2.tf_op(fn))
-    shapes = [(1,) + shape]
-    def rep():
-        for _ in range(16):
-            yield [rng.uniform(-rng_hi, rng_hi, size=s).astype(np.float32) for s in shapes]
-    c = tf.lite.TFLiteConverter.from_keras_model(model)
-    c.optimizations = [tf.lite.Optimize.DEFAULT]
-    c.representative_dataset = rep
-    c.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
-    c.inference_input_type = tf.int16
-    c.inference_output_type = tf.int16
-    return c.convert()
+    shape, fn, hi, _ = MODELS[name]
+    return w2.to_tflite_16x8(w2.seq(shape, w2.tf_op(fn)), rng, hi)
 
 
 def set_input_scale(scale):

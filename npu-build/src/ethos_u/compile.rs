@@ -972,16 +972,11 @@ fn place_buffers(
         })
         .collect();
     let live = liveness_of(program, &tl, keep_all, Some(&alias))?;
-    // A group of buffers sharing bytes goes to the fast scratch only if every member may.
-    let mut group_ok = vec![true; program.buffers.len()];
-    for (id, b) in program.buffers.iter().enumerate() {
-        if b.io.is_some() || pinned.contains(&id) {
-            group_ok[alias[id]] = false;
-        }
-    }
-    let (mut fast, mut slow): (Vec<_>, Vec<_>) = live.into_iter().partition(|(id, b)| {
-        fast_budget.is_some_and(|budget| budget > 0 && b.size <= budget) && group_ok[*id]
-    });
+    // Every member of a group is bound for the same memory as its first (`fast_ok` is equal
+    // across a group), so the first decides.
+    let (mut fast, mut slow): (Vec<_>, Vec<_>) = live
+        .into_iter()
+        .partition(|(id, b)| fast_ok(*id) && fast_budget.is_some_and(|budget| b.size <= budget));
     // Fit the budget: the largest buffers go back to the arena until the rest fits (they are
     // the ones a cascade would have to stripe; the small ones are read and written most often
     // per byte).

@@ -148,22 +148,7 @@ pub(super) fn fuse(
     if fused == 0 {
         return 0;
     }
-    let mut before = Vec::with_capacity(n + 1);
-    let mut count = 0;
-    for &r in &removed {
-        before.push(count);
-        count += usize::from(r);
-    }
-    before.push(count);
-    let mut k = 0;
-    program.ops.retain(|_| {
-        k += 1;
-        !removed[k - 1]
-    });
-    for r in ranges.iter_mut() {
-        let (s, e) = (r.start, r.end);
-        *r = s - before[s]..e - before[e];
-    }
+    program.remove_ops(&removed, ranges);
     fused
 }
 

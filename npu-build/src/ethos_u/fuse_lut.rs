@@ -107,22 +107,6 @@ pub(super) fn fuse(
     if fused == 0 {
         return 0;
     }
-    // Drop the fused copies; each program index moves down by the copies removed before it.
-    let mut before = Vec::with_capacity(removed.len() + 1);
-    let mut n = 0;
-    for &r in &removed {
-        before.push(n);
-        n += usize::from(r);
-    }
-    before.push(n);
-    let mut k = 0;
-    program.ops.retain(|_| {
-        k += 1;
-        !removed[k - 1]
-    });
-    for r in ranges.iter_mut() {
-        let (s, e) = (r.start, r.end);
-        *r = s - before[s]..e - before[e];
-    }
+    program.remove_ops(&removed, ranges);
     fused
 }

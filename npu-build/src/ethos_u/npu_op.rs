@@ -410,6 +410,28 @@ impl Program {
         self.buffers.push(b);
         self.buffers.len() - 1
     }
+
+    /// Drops the operations marked in `removed` (exactly one flag per operation) and keeps `ranges` (IR
+    /// operator -> program operations) consistent: each index moves down by the operations
+    /// removed before it.
+    pub(crate) fn remove_ops(&mut self, removed: &[bool], ranges: &mut [std::ops::Range<usize>]) {
+        let mut before = Vec::with_capacity(removed.len() + 1);
+        let mut n = 0;
+        for &r in removed {
+            before.push(n);
+            n += usize::from(r);
+        }
+        before.push(n);
+        let mut k = 0;
+        self.ops.retain(|_| {
+            k += 1;
+            !removed[k - 1]
+        });
+        for r in ranges.iter_mut() {
+            let (s, e) = (r.start, r.end);
+            *r = s - before[s]..e - before[e];
+        }
+    }
 }
 
 #[cfg(test)]

@@ -187,20 +187,7 @@ impl Act16 {
     /// The function of one raw int16 input.
     #[inline]
     pub fn apply(&self, x: i16) -> i16 {
-        use npu_rt::ethos_u::{builtin_act, numerics, regs::RoundMode};
-        let v = numerics::scale(
-            i64::from(x),
-            self.multiplier,
-            self.shift,
-            RoundMode::Natural,
-            0,
-        );
-        let y = if self.tanh {
-            builtin_act::tanh(v)
-        } else {
-            builtin_act::sigmoid(v)
-        };
-        y as i16
+        npu_rt::ethos_u::builtin_act::int16_kernel(x, self.multiplier, self.shift, self.tanh)
     }
 }
 

@@ -44,19 +44,12 @@ pub(super) fn act16(
     weights: &[u8],
     arena: &mut [u8],
 ) -> Option<()> {
-    use crate::ethos_u::{builtin_act, numerics, regs::RoundMode};
+    use crate::ethos_u::builtin_act::int16_kernel;
     let n = (len as usize).checked_mul(2)?;
     let ([x], y) = operands(weights, arena, [(x, n)], (y, n))?;
     for (o, v) in y.chunks_exact_mut(2).zip(x.chunks_exact(2)) {
-        let v = i64::from(i16::from_le_bytes([v[0], v[1]]));
-        let v = numerics::scale(v, multiplier, shift, RoundMode::Natural, 0);
-        let r = if tanh {
-            builtin_act::tanh(v)
-        } else {
-            builtin_act::sigmoid(v)
-        };
-        // Both functions stay within -32767..=32767.
-        o.copy_from_slice(&(r as i16).to_le_bytes());
+        let r = int16_kernel(i16::from_le_bytes([v[0], v[1]]), multiplier, shift, tanh);
+        o.copy_from_slice(&r.to_le_bytes());
     }
     Some(())
 }

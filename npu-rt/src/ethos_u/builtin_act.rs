@@ -78,6 +78,18 @@ pub fn tanh(v: i64) -> i64 {
     r >> 8
 }
 
+/// TFLite's whole int16 LOGISTIC (`tanh` false) or TANH of one raw input: the rescale
+/// `(x * multiplier + 2^(shift-1)) >> shift` into units of `1/(3 * 4096)`, then [`sigmoid`] or
+/// [`tanh`] (the reference interpreter's and the CPU kernel's arithmetic).
+#[inline]
+pub fn int16_kernel(x: i16, multiplier: u32, shift: u32, tanh_fn: bool) -> i16 {
+    use crate::ethos_u::{numerics, regs::RoundMode};
+    let v = numerics::scale(i64::from(x), multiplier, shift, RoundMode::Natural, 0);
+    let y = if tanh_fn { tanh(v) } else { sigmoid(v) };
+    // Both functions stay within -32767..=32767.
+    y as i16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -342,20 +342,7 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         full.clone(),
     ));
     // 2. n = MUL(m, alpha) into the output quantization.
-    let a_scalar = scalar(cx, alpha);
-    let alpha2 = operand2(cx, op, alpha, a_shape, a_scalar)?;
-    let mut n = scratch_fm(cx, format!("{}_neg", op.name), shape, et);
-    n.zero_point = zo;
-    cx.program.ops.push(elementwise(
-        &format!("{}_neg", op.name),
-        ElementwiseMode::Mul,
-        m,
-        Some(alpha2),
-        false,
-        n.clone(),
-        Some(neg),
-        full.clone(),
-    ));
+    let n = prelu_negative(cx, op, m, (alpha, a_shape), zo, neg)?;
     // 3. p = x rescaled to the output, clamped below at zo.
     let mut p = scratch_fm(cx, format!("{}_pos", op.name), shape, et);
     p.zero_point = zo;
@@ -458,6 +445,35 @@ fn max_form_is_exact(
     true
 }
 
+/// PRelu's negative branch, `MUL(ifm, alpha)` scaled by `neg` into a new feature map of the
+/// output's shape and type with zero point `zo` (both forms: `ifm` is `MIN(x, zx)` in the exact
+/// one, `x` itself in the max form).
+fn prelu_negative(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    ifm: FeatureMap,
+    (alpha, a_shape): (TensorId, [usize; 3]),
+    zo: i32,
+    neg: Scale,
+) -> Result<FeatureMap> {
+    let (shape, et) = (ifm.shape, ifm.dtype);
+    let a_scalar = scalar(cx, alpha);
+    let alpha2 = operand2(cx, op, alpha, a_shape, a_scalar)?;
+    let mut n = scratch_fm(cx, format!("{}_neg", op.name), shape, et);
+    n.zero_point = zo;
+    cx.program.ops.push(elementwise(
+        &format!("{}_neg", op.name),
+        ElementwiseMode::Mul,
+        ifm,
+        Some(alpha2),
+        false,
+        n.clone(),
+        Some(neg),
+        NpuActivation::none(et),
+    ));
+    Ok(n)
+}
+
 /// Vela's PRelu (see [`max_form_is_exact`]): `n = MUL(x, alpha)`, `p = MUL(x, 1)`, both into
 /// the output quantization, then `y = MAX(n, p)` on raw values.
 fn lower_prelu_max(
@@ -468,20 +484,7 @@ fn lower_prelu_max(
 ) -> Result<()> {
     let (shape, et) = (ofm.shape, ofm.dtype);
     let full = NpuActivation::none(et);
-    let a_scalar = scalar(cx, alpha);
-    let alpha2 = operand2(cx, op, alpha, a_shape, a_scalar)?;
-    let mut n = scratch_fm(cx, format!("{}_neg", op.name), shape, et);
-    n.zero_point = ofm.zero_point;
-    cx.program.ops.push(elementwise(
-        &format!("{}_neg", op.name),
-        ElementwiseMode::Mul,
-        xfm.clone(),
-        Some(alpha2),
-        false,
-        n.clone(),
-        Some(neg),
-        full.clone(),
-    ));
+    let n = prelu_negative(cx, op, xfm.clone(), (alpha, a_shape), ofm.zero_point, neg)?;
     let mut p = scratch_fm(cx, format!("{}_pos", op.name), shape, et);
     p.zero_point = ofm.zero_point;
     cx.program.ops.push(elementwise(
