@@ -58,6 +58,13 @@ pub const OPERATORS: &[Operator] = &[
         cpu: "int8, with adjoints and broadcast batches",
     },
     Operator {
+        ir: "UnidirectionalSequenceLstm",
+        tflite: &["UNIDIRECTIONAL_SEQUENCE_LSTM"],
+        onnx: &[],
+        npu: "TFLite's integer LSTM (int8 input and hidden state, int16 cell state; no CIFG, peephole, projection or layer normalisation), batch or time major: per step Vela's decomposition into fully-connected, element-wise and built-in SIGMOID/TANH operations; the states persist between runs",
+        cpu: "the same, TFLite's 8x8->16 integer kernel",
+    },
+    Operator {
         ir: "TransposeConv2D",
         tflite: &["TRANSPOSE_CONV"],
         onnx: &["ConvTranspose"],

@@ -293,6 +293,17 @@ fn attrs(kind: &OpKind) -> String {
                 "lookup table of a float island (dequantize, f32 functions, quantize)".into()
             }
         },
+        OpKind::Lstm(a) => format!(
+            "{}, cell clip {}, hidden quantization {} zp {}; state kept between runs",
+            if a.time_major {
+                "time major"
+            } else {
+                "batch major"
+            },
+            a.cell_clip,
+            a.hidden_scale,
+            a.hidden_zero_point
+        ),
     }
 }
 
@@ -308,6 +319,10 @@ fn input_roles(kind: &OpKind, n: usize) -> Vec<String> {
         OpKind::BatchMatMul { .. } => &["a", "b"],
         OpKind::Maximum | OpKind::Minimum | OpKind::SquaredDifference => &["a", "b"],
         OpKind::Prelu => &["in", "alpha"],
+        OpKind::Lstm(_) => &[
+            "in", "w_xi", "w_xf", "w_xc", "w_xo", "w_hi", "w_hf", "w_hc", "w_ho", "b_i", "b_f",
+            "b_c", "b_o", "h", "c",
+        ],
         _ => &["in"],
     };
     (0..n)

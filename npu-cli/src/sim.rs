@@ -286,11 +286,82 @@ impl CompiledDir {
         )
     }
 
-    /// Runs the directory's stream on `inputs`; returns the outputs and the counters.
+    /// Runs the directory's stream on `inputs` over zeroed memory; returns the outputs and the
+    /// counters.
     pub fn run(
         &self,
         config: &'static AcceleratorConfig,
         inputs: &[Value],
+    ) -> Result<(Vec<Value>, Stats)> {
+        let (mut arena, mut fast) = (Vec::new(), Vec::new());
+        self.run_on(config, inputs, &mut arena, &mut fast)
+    }
+
+    /// Runs the stream on each set of inputs in turn over the same memory, as firmware
+    /// invoking a model repeatedly does: variable tensors (LSTM states, `meta.json`'s
+    /// `variable_offset`) carry over from one run to the next.
+    pub fn run_sequence(
+        &self,
+        config: &'static AcceleratorConfig,
+        runs: &[Vec<Value>],
+    ) -> Result<Vec<(Vec<Value>, Stats)>> {
+        let (mut arena, mut fast) = (Vec::new(), Vec::new());
+        runs.iter()
+            .map(|inputs| self.run_on(config, inputs, &mut arena, &mut fast))
+            .collect()
+    }
+
+    /// Fills the variable tensors (`meta.json`'s `variable_*` lists) with their initial value,
+    /// as TFLite's `ResetVariableTensor` does: int8 tensors with their zero point, others
+    /// with 0.
+    fn init_variables(&self, arena: &mut [u8]) -> Result<()> {
+        let Ok(offsets) = self.usize_list("variable_offset") else {
+            return Ok(());
+        };
+        let regions = self.usize_list("variable_region")?;
+        let elems = self.usize_list("variable_elem_size")?;
+        let shapes = self.shapes("variable_shape")?;
+        let quant = self
+            .meta
+            .get("variable_quantization")
+            .and_then(Json::as_array);
+        for (i, &off) in offsets.iter().enumerate() {
+            if regions.get(i) != Some(&1) {
+                return Err(bad_meta(
+                    &self.path,
+                    format!("variable {i} is not in region 1"),
+                ));
+            }
+            let elem = elems.get(i).copied().unwrap_or(1);
+            let len = shapes.get(i).map_or(0, |s| s.iter().product::<usize>()) * elem;
+            let zp = quant
+                .and_then(|q| q.get(i))
+                .and_then(|q| q.get("zero_point"))
+                .and_then(|z| z.get(0))
+                .and_then(Json::as_i64)
+                .unwrap_or(0);
+            let byte = if elem == 1 { zp as i8 as u8 } else { 0 };
+            arena
+                .get_mut(off..off + len)
+                .ok_or_else(|| {
+                    bad_meta(
+                        &self.path,
+                        format!("variable {i} at {off} is outside the arena"),
+                    )
+                })?
+                .fill(byte);
+        }
+        Ok(())
+    }
+
+    /// [`CompiledDir::run`] on `arena` and `fast_arena` (zero-extended to the sizes
+    /// `meta.json` gives; their contents are kept).
+    fn run_on(
+        &self,
+        config: &'static AcceleratorConfig,
+        inputs: &[Value],
+        arena: &mut Vec<u8>,
+        fast_arena: &mut Vec<u8>,
     ) -> Result<(Vec<Value>, Stats)> {
         let scratch = self.usize_key("scratch_size")?;
         let fast = self
@@ -317,8 +388,12 @@ impl CompiledDir {
                 ),
             });
         }
-        let mut arena = vec![0u8; scratch];
-        let mut fast_arena = vec![0u8; fast];
+        let fresh = arena.is_empty();
+        arena.resize(scratch, 0);
+        fast_arena.resize(fast, 0);
+        if fresh {
+            self.init_variables(arena)?;
+        }
         for (i, value) in inputs.iter().enumerate() {
             let bytes = value.data.to_le_bytes();
             let elems: usize = in_shapes.get(i).map_or(0, |s| s.iter().product());
@@ -338,8 +413,8 @@ impl CompiledDir {
             let region = in_regions.get(i).copied().unwrap_or(1);
             let off = in_offsets.get(i).copied().unwrap_or(0);
             let dst = match region {
-                1 => &mut arena,
-                2 => &mut fast_arena,
+                1 => &mut *arena,
+                2 => &mut *fast_arena,
                 r => {
                     return Err(bad_meta(
                         &self.path,
@@ -359,9 +434,9 @@ impl CompiledDir {
         let mut npu = VirtualNpu::new(config);
         let stats = {
             let mut regions = Regions::new();
-            regions.set(0, &self.weights).set_mut(1, &mut arena);
+            regions.set(0, &self.weights).set_mut(1, arena);
             if fast > 0 {
-                regions.set_mut(2, &mut fast_arena);
+                regions.set_mut(2, fast_arena);
             }
             npu.run(&self.cmd_stream, &mut regions)
                 .map_err(|e| Error::Sim(e.to_string()))?
@@ -374,8 +449,8 @@ impl CompiledDir {
             let n: usize = meta_shape.iter().product();
             let src: &[u8] = match region {
                 0 => &self.weights,
-                1 => &arena,
-                2 => &fast_arena,
+                1 => &arena[..],
+                2 => &fast_arena[..],
                 r => return Err(bad_meta(&self.path, format!("output {i} is in region {r}"))),
             };
             let bytes = src.get(off..off + n * elem).ok_or_else(|| {

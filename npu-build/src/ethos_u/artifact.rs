@@ -64,6 +64,11 @@ pub struct Compiled {
     pub fast_scratch_size: usize,
     pub inputs: Vec<IoTensor>,
     pub outputs: Vec<IoTensor>,
+    /// The variable tensors (LSTM states), kept in the arena from one run to the next.
+    pub variables: Vec<IoTensor>,
+    /// With variables: the arena byte that is 0 until the first run has initialised them
+    /// ([`Compiled::init_state`]).
+    pub state_flag: Option<usize>,
     /// NPU operations in the command stream.
     pub npu_ops: usize,
     /// Operators of the source graph.
@@ -113,13 +118,13 @@ impl Compiled {
             "output_elem_size": list(&self.outputs, &|t| json!(t.dtype.size())),
             "output_region": list(&self.outputs, &|t| json!(t.region)),
             "output_offset": list(&self.outputs, &|t| json!(t.offset)),
-            "variable_shape": [],
-            "variable_elem_size": [],
-            "variable_region": [],
-            "variable_offset": [],
+            "variable_shape": list(&self.variables, &|t| json!(shape6(&t.shape))),
+            "variable_elem_size": list(&self.variables, &|t| json!(t.dtype.size())),
+            "variable_region": list(&self.variables, &|t| json!(t.region)),
+            "variable_offset": list(&self.variables, &|t| json!(t.offset)),
             "input_quantization": list(&self.inputs, &quant_json),
             "output_quantization": list(&self.outputs, &quant_json),
-            "variable_quantization": [],
+            "variable_quantization": list(&self.variables, &quant_json),
             "accelerator": self.accelerator.name,
             "system_config": system_config,
             "memory_mode": memory_mode,
@@ -146,15 +151,64 @@ impl Compiled {
     }
 }
 
+impl IoTensor {
+    /// The byte a variable tensor starts from: TFLite's `ResetVariableTensor` fills int8
+    /// tensors with their zero point (real 0) and others with 0.
+    pub fn initial_byte(&self) -> u8 {
+        match self.dtype {
+            DType::I8 => self.zero_point as i8 as u8,
+            _ => 0,
+        }
+    }
+}
+
 impl Compiled {
+    /// Sets the variable tensors to their initial values if this arena has not run the model
+    /// yet (its state flag is 0), as the generated `run` does; `reset` forces it.
+    pub fn init_state(&self, arena: &mut [u8], reset: bool) -> Result<()> {
+        let Some(flag) = self.state_flag else {
+            return Ok(());
+        };
+        let outside = || Error::Other("the arena is smaller than the model's".into());
+        if !reset && *arena.get(flag).ok_or_else(outside)? != 0 {
+            return Ok(());
+        }
+        for v in &self.variables {
+            arena
+                .get_mut(v.offset..v.offset + v.byte_size())
+                .ok_or_else(outside)?
+                .fill(v.initial_byte());
+        }
+        arena[flag] = 1;
+        Ok(())
+    }
+
+    /// Runs the artifact on each set of inputs in turn over one arena, as firmware calling
+    /// `run` repeatedly does: variable tensors (LSTM states) carry over.
+    #[cfg(feature = "sim")]
+    pub fn run_sim_sequence(&self, runs: &[Vec<Value>]) -> Result<Vec<Vec<Value>>> {
+        let mut arena = vec![0u8; self.arena_size];
+        runs.iter()
+            .map(|inputs| {
+                self.run_sim_on(&mut arena, inputs)?;
+                self.read_outputs(&arena)
+            })
+            .collect()
+    }
+
     /// Runs the artifact on a fresh [`VirtualNpu`](npu_rt::sim::VirtualNpu): writes `inputs` (model
     /// order, checked against the model's shapes and types) into a zeroed arena, executes the
     /// command stream, and returns the outputs and the simulator's counters (feature `sim`).
     #[cfg(feature = "sim")]
     pub fn run_sim(&self, inputs: &[Value]) -> Result<(Vec<Value>, npu_rt::sim::Stats)> {
         let (arena, stats) = self.run_sim_arena(inputs)?;
-        let outputs = self
-            .outputs
+        Ok((self.read_outputs(&arena)?, stats))
+    }
+
+    /// The outputs from an arena after a run.
+    #[cfg(feature = "sim")]
+    fn read_outputs(&self, arena: &[u8]) -> Result<Vec<Value>> {
+        self.outputs
             .iter()
             .map(|t| {
                 let bytes = arena
@@ -164,13 +218,20 @@ impl Compiled {
                     })?;
                 Value::new(t.shape.clone(), Data::from_le_bytes(t.dtype, bytes)?)
             })
-            .collect::<Result<Vec<_>>>()?;
-        Ok((outputs, stats))
+            .collect::<Result<Vec<_>>>()
     }
 
     /// Like [`Compiled::run_sim`], returning the whole arena after the run.
     #[cfg(feature = "sim")]
     pub fn run_sim_arena(&self, inputs: &[Value]) -> Result<(Vec<u8>, npu_rt::sim::Stats)> {
+        let mut arena = vec![0u8; self.arena_size];
+        let stats = self.run_sim_on(&mut arena, inputs)?;
+        Ok((arena, stats))
+    }
+
+    /// One run on `arena` (of [`Compiled::arena_size`] bytes), its contents kept.
+    #[cfg(feature = "sim")]
+    fn run_sim_on(&self, arena: &mut [u8], inputs: &[Value]) -> Result<npu_rt::sim::Stats> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::BadInput {
                 index: inputs.len().min(self.inputs.len()),
@@ -182,7 +243,7 @@ impl Compiled {
                 ),
             });
         }
-        let mut arena = vec![0u8; self.arena_size];
+        self.init_state(arena, false)?;
         for (index, (t, v)) in self.inputs.iter().zip(inputs).enumerate() {
             let bad = |detail: String| Error::BadInput {
                 index,
@@ -213,7 +274,7 @@ impl Compiled {
             match step {
                 Step::Npu { command_stream, .. } => {
                     let mut regions = npu_rt::sim::Regions::new();
-                    regions.set(0, &self.weights).set_mut(1, &mut arena);
+                    regions.set(0, &self.weights).set_mut(1, arena);
                     if !fast.is_empty() {
                         regions.set_mut(2, &mut fast);
                     }
@@ -223,7 +284,7 @@ impl Compiled {
                     merge_stats(&mut stats, s);
                 }
                 Step::Cpu(c) => {
-                    c.kernel.execute(&self.weights, &mut arena).ok_or_else(|| {
+                    c.kernel.execute(&self.weights, arena).ok_or_else(|| {
                         Error::Other(format!(
                             "step {k}: CPU kernel of node '{}' ({}): operands do not fit the arena",
                             c.node, c.op
@@ -232,7 +293,7 @@ impl Compiled {
                 }
             }
         }
-        Ok((arena, stats))
+        Ok(stats)
     }
 
     /// The bytes of IR tensor `t` (dense, row-major) from an arena after a run, if lowering placed

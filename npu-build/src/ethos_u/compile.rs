@@ -219,7 +219,7 @@ pub fn compile_with(
     let fast_budget = options.fast_scratch.filter(|_| !options.keep_intermediates);
     let Places {
         buffers,
-        arena_size,
+        mut arena_size,
         fast_scratch_size,
     } = place_buffers(
         &program,
@@ -247,6 +247,13 @@ pub fn compile_with(
         }
     }
     let placement = Placement { buffers, weights };
+    // Variable tensors are initialised on a model's first run: one byte after the arena says
+    // whether that happened (a zeroed arena has not).
+    let state_flag = (!graph.variables.is_empty()).then(|| {
+        let flag = arena_size;
+        arena_size = (arena_size + 1).div_ceil(16) * 16;
+        flag
+    });
 
     // Steps: maximal runs of NPU operators become one command stream each.
     let any_cpu = assignment.iter().any(|a| a.cpu_reason.is_some());
@@ -343,6 +350,18 @@ pub fn compile_with(
         .enumerate()
         .map(|(k, &t)| io(Io::Output(k), t))
         .collect();
+    let variables: Vec<IoTensor> = graph
+        .variables
+        .iter()
+        .enumerate()
+        .map(|(k, &t)| io(Io::State(k), t))
+        .collect();
+    if let Some(v) = variables.iter().find(|v| v.region != 1) {
+        return Err(Error::Other(format!(
+            "internal: variable tensor '{}' was placed outside the arena",
+            v.name
+        )));
+    }
     Ok(Compiled {
         name: graph.name.clone(),
         accelerator: accel,
@@ -352,6 +371,8 @@ pub fn compile_with(
         fast_scratch_size,
         inputs,
         outputs,
+        variables,
+        state_flag,
         npu_ops: program.ops.len(),
         ir_ops: graph.ops.len(),
         encoded_weight_bytes: ro.weight_bytes,
@@ -1054,6 +1075,11 @@ fn liveness_of(
         match b.io {
             Some(Io::Input(_)) => input[root(id)] = true,
             Some(Io::Output(_)) => output[root(id)] = true,
+            // Kept between runs: live throughout, never shared.
+            Some(Io::State(_)) => {
+                input[root(id)] = true;
+                output[root(id)] = true;
+            }
             None => {}
         }
     }

@@ -12,7 +12,9 @@ use npu_rt::cpu::{
 };
 
 use crate::error::{Error, Result};
-use crate::ir::{ActFn, Activation, DType, Graph, Op, OpKind, PoolAttrs, ResizeMode, TensorId};
+use crate::ir::{
+    ActFn, Activation, DType, Graph, LstmAttrs, Op, OpKind, PoolAttrs, ResizeMode, TensorId,
+};
 use crate::reference;
 use crate::reference::binary::Params as BinaryPrep;
 use crate::reference::conv::{Geometry, Weighted};
@@ -227,6 +229,17 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             })
         }
         OpKind::Softmax { beta } => softmax(g, op, *beta, at),
+        OpKind::Lstm(a) => {
+            let plan = reference::lstm::LstmPlan::new(g, op, a)?;
+            let consts = at.constant(&plan.constants())?;
+            Ok(plan.cpu_op(
+                at.tensor(op.inputs[0])?,
+                at.tensor(op.outputs[0])?,
+                at.tensor(op.inputs[LstmAttrs::H])?,
+                at.tensor(op.inputs[LstmAttrs::C])?,
+                consts,
+            ))
+        }
         OpKind::Add { activation } => binary(g, op, BinaryKind::Add, *activation, at),
         OpKind::Sub { activation } => binary(g, op, BinaryKind::Sub, *activation, at),
         OpKind::Mul { activation } => binary(g, op, BinaryKind::Mul, *activation, at),

@@ -36,6 +36,9 @@ pub enum Io {
     Input(usize),
     /// Graph output `k` (model order).
     Output(usize),
+    /// Variable tensor `k` ([`crate::ir::Graph::variables`]: LSTM state): live for the whole
+    /// program and kept from one run to the next.
+    State(usize),
 }
 
 /// A block of bytes that ops read or write.

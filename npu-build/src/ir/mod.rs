@@ -372,6 +372,33 @@ pub enum OpKind {
     /// An element-wise function of one quantized tensor (sigmoid, tanh, ...), computed as
     /// TFLite's kernel for it computes. inputs: `[x]`, output of the same shape.
     ActFn(ActFn),
+    /// TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM (int8 input and hidden state, int16 cell
+    /// state; no CIFG, peephole, projection or layer normalisation). inputs: `[x [B, T, I]
+    /// ([T, B, I] when time_major), 4 input weights [C, I], 4 recurrent weights [C, C], 4 biases
+    /// [C] (i32), h [B, C] (i8), c [B, C] (i16)]`, gates in the order input, forget, cell,
+    /// output; output `y` (x's layout, `C` per row: the hidden state of every step). `h` and `c`
+    /// are [`Graph::variables`]: the operator reads them and leaves its final states in them.
+    Lstm(LstmAttrs),
+}
+
+/// Attributes of [`OpKind::Lstm`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LstmAttrs {
+    /// `x` is `[T, B, I]` instead of `[B, T, I]`.
+    pub time_major: bool,
+    /// Real-valued clip of the cell state (0: none).
+    pub cell_clip: f32,
+    /// Quantization of the hidden state computed by each step (TFLite's fifth intermediate,
+    /// `effective_hidden_scale_intermediate`).
+    pub hidden_scale: f32,
+    pub hidden_zero_point: i32,
+}
+
+impl LstmAttrs {
+    /// Index of the hidden state among the operator's inputs.
+    pub const H: usize = 13;
+    /// Index of the cell state among the operator's inputs.
+    pub const C: usize = 14;
 }
 
 /// How [`OpKind::MirrorPad`] fills the border.
@@ -564,6 +591,7 @@ impl OpKind {
             OpKind::ArgMinMax { max: false, .. } => "ArgMin",
             OpKind::FloatUnary(_) => "FloatUnary",
             OpKind::ActFn(f) => f.name(),
+            OpKind::Lstm(_) => "UnidirectionalSequenceLstm",
         }
     }
 }
@@ -590,6 +618,10 @@ pub struct Graph {
     pub inputs: Vec<TensorId>,
     /// Graph outputs in model order.
     pub outputs: Vec<TensorId>,
+    /// Tensors that persist from one run to the next (TFLite's variable tensors: LSTM
+    /// states): zero before the first run, read by one operator that leaves its new value in
+    /// them. Not graph inputs or outputs.
+    pub variables: Vec<TensorId>,
 }
 
 impl Graph {

@@ -53,8 +53,9 @@ impl Graph {
                 )));
             }
         }
+        self.validate_variables()?;
         let mut produced = vec![false; n];
-        for &i in &self.inputs {
+        for &i in self.inputs.iter().chain(&self.variables) {
             produced[i] = true;
         }
         for (i, t) in self.tensors.iter().enumerate() {
@@ -131,13 +132,53 @@ impl Graph {
         Ok(())
     }
 
+    /// Variable tensors: in range, not constants, graph inputs or outputs, written by no
+    /// operator, and read by exactly one, an LSTM taking it as its hidden or cell state.
+    fn validate_variables(&self) -> Result<()> {
+        use super::{LstmAttrs, OpKind};
+        for &v in &self.variables {
+            let Some(t) = self.tensors.get(v) else {
+                return Err(Error::Other(format!(
+                    "variable refers to tensor {v}, but there are only {} tensors",
+                    self.tensors.len()
+                )));
+            };
+            let bad = |detail: &str| {
+                Err(Error::InvalidTensor {
+                    tensor: t.name.clone(),
+                    detail: detail.into(),
+                })
+            };
+            if t.is_const() || self.inputs.contains(&v) || self.outputs.contains(&v) {
+                return bad("a variable tensor cannot be a constant or a graph input or output");
+            }
+            let readers: Vec<_> = self
+                .ops
+                .iter()
+                .filter(|op| op.inputs.contains(&v) || op.outputs.contains(&v))
+                .collect();
+            match readers.as_slice() {
+                [op] if matches!(op.kind, OpKind::Lstm(_))
+                    && (op.inputs.get(LstmAttrs::H) == Some(&v)
+                        || op.inputs.get(LstmAttrs::C) == Some(&v))
+                    && op.inputs.iter().filter(|&&i| i == v).count() == 1 => {}
+                _ => {
+                    return bad(
+                        "a variable tensor must be the hidden or cell state of exactly one LSTM and used by nothing else",
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reorders `ops` topologically (stable: keeps the given order where it is valid).
     ///
     /// Fails with [`Error::Cycle`] naming a node on a cycle.
     pub fn toposort(&mut self) -> Result<()> {
         let n = self.tensors.len();
         let mut available = vec![false; n];
-        for &i in &self.inputs {
+        for &i in self.inputs.iter().chain(&self.variables) {
             if i < n {
                 available[i] = true;
             }

@@ -29,6 +29,7 @@ pub(crate) mod util;
 // movea
 pub(crate) mod slice;
 // matmul
+pub(crate) mod lstm;
 pub(crate) mod matmul;
 pub(crate) mod transpose_conv;
 
@@ -47,6 +48,12 @@ pub fn run(graph: &Graph, inputs: &[Value]) -> Result<Vec<Value>> {
 trait Kernel: Send + Sync {
     /// Computes the output from the data inputs (in the order given at preparation).
     fn run(&self, inputs: &[&Data]) -> Result<Data>;
+
+    /// Like [`Kernel::run`], plus the new values of the operator's [`Graph::variables`] among
+    /// its inputs, in input order (none for operators without state).
+    fn run_with_state(&self, inputs: &[&Data]) -> Result<(Data, Vec<Data>)> {
+        Ok((self.run(inputs)?, Vec::new()))
+    }
 }
 
 /// A kernel and the tensors it reads at run time (constant weights are baked into the kernel).
@@ -124,6 +131,7 @@ impl<'g> Interpreter<'g> {
         for (i, l) in last.iter().enumerate() {
             if let Some(s) = *l
                 && !graph.outputs.contains(&i)
+                && !graph.variables.contains(&i)
                 && consts[i].is_none()
             {
                 steps[s].free.push(i);
@@ -137,8 +145,11 @@ impl<'g> Interpreter<'g> {
     }
 
     /// Runs the prepared graph on `inputs` (graph input order).
+    ///
+    /// Variable tensors (LSTM states) start at zero, as in a freshly allocated TFLite
+    /// interpreter; [`Interpreter::run_sequence`] carries them from one run to the next.
     pub fn run(&self, inputs: &[Value]) -> Result<Vec<Value>> {
-        let acts = self.execute(inputs, false)?;
+        let acts = self.execute(inputs, false, &mut Vec::new())?;
         self.graph
             .outputs
             .iter()
@@ -149,10 +160,26 @@ impl<'g> Interpreter<'g> {
     /// Runs the graph and returns the value of every tensor (activations and constants), indexed
     /// by tensor id: for comparing intermediate results with another engine.
     pub fn run_all(&self, inputs: &[Value]) -> Result<Vec<Option<Value>>> {
-        let acts = self.execute(inputs, true)?;
+        let acts = self.execute(inputs, true, &mut Vec::new())?;
         Ok((0..self.graph.tensors.len())
             .map(|id| self.value_of(&acts, id).ok())
             .collect())
+    }
+
+    /// Runs the graph on each set of inputs in turn, the variable tensors (LSTM states) kept
+    /// from one run to the next as TFLite's interpreter keeps them between `Invoke` calls.
+    pub fn run_sequence(&self, runs: &[Vec<Value>]) -> Result<Vec<Vec<Value>>> {
+        let mut vars = Vec::new();
+        runs.iter()
+            .map(|inputs| {
+                let acts = self.execute(inputs, false, &mut vars)?;
+                self.graph
+                    .outputs
+                    .iter()
+                    .map(|&id| self.value_of(&acts, id))
+                    .collect()
+            })
+            .collect()
     }
 
     fn value_of(&self, acts: &[Option<Data>], id: TensorId) -> Result<Value> {
@@ -172,7 +199,14 @@ impl<'g> Interpreter<'g> {
         Value::new(t.shape.clone(), data)
     }
 
-    fn execute(&self, inputs: &[Value], keep_all: bool) -> Result<Vec<Option<Data>>> {
+    /// Runs every step; `vars` holds the variable tensors' values (graph order; empty: zeros)
+    /// and receives their values after the run.
+    fn execute(
+        &self,
+        inputs: &[Value],
+        keep_all: bool,
+        vars: &mut Vec<Data>,
+    ) -> Result<Vec<Option<Data>>> {
         let g = self.graph;
         if inputs.len() != g.inputs.len() {
             return Err(Error::BadInput {
@@ -215,10 +249,17 @@ impl<'g> Interpreter<'g> {
             }
             acts[id] = Some(v.data.clone());
         }
+        for (k, &id) in g.variables.iter().enumerate() {
+            let t = &g.tensors[id];
+            acts[id] = Some(match vars.get(k) {
+                Some(d) => d.clone(),
+                None => Data::from_le_bytes(t.dtype, &vec![initial_byte(t); t.byte_size()])?,
+            });
+        }
         for step in &self.steps {
             let op = &g.ops[step.op];
             let out_id = op.outputs[0];
-            let result = {
+            let (result, updates) = {
                 let mut ins = Vec::with_capacity(step.prepared.inputs.len());
                 for &i in &step.prepared.inputs {
                     let d = acts[i]
@@ -232,8 +273,12 @@ impl<'g> Interpreter<'g> {
                         })?;
                     ins.push(d);
                 }
-                step.prepared.kernel.run(&ins)?
+                step.prepared.kernel.run_with_state(&ins)?
             };
+            let targets = op.inputs.iter().filter(|i| g.variables.contains(i));
+            for (&t, d) in targets.zip(updates) {
+                acts[t] = Some(d);
+            }
             let t = &g.tensors[out_id];
             if result.len() != t.elements() || result.dtype() != t.dtype {
                 return Err(util::node_err(
@@ -255,7 +300,22 @@ impl<'g> Interpreter<'g> {
                 }
             }
         }
+        *vars = g
+            .variables
+            .iter()
+            .map(|&id| acts[id].clone())
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default();
         Ok(acts)
+    }
+}
+
+/// The byte a variable tensor is filled with before the first run: TFLite's
+/// `ResetVariableTensor` sets int8 tensors to their zero point (real 0) and others to 0.
+pub fn initial_byte(t: &crate::ir::Tensor) -> u8 {
+    match (t.dtype, &t.quant) {
+        (DType::I8, Some(q)) => q.zero_point() as i8 as u8,
+        _ => 0,
     }
 }
 
@@ -323,6 +383,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         OpKind::ArgMinMax { axis, max } => reduce::ArgMinMax::prepare(g, op, *axis, *max),
         OpKind::FloatUnary(f) => float::FloatUnary::prepare(g, op, *f),
         OpKind::ActFn(f) => act_fn::ActFnKernel::prepare(g, op, *f),
+        OpKind::Lstm(a) => lstm::Lstm::prepare(g, op, a),
     }
 }
 

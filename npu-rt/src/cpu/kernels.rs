@@ -220,6 +220,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             shift,
             tanh,
         } => super::lut::act16(x, y, len, (multiplier, shift), tanh, weights, arena),
+        Op::Lstm(p) => super::lstm::lstm(&p, weights, arena),
     }
 }
 

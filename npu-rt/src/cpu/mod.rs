@@ -31,6 +31,7 @@ pub mod elem;
 pub mod fixed;
 pub mod float;
 mod kernels;
+mod lstm;
 mod lut;
 pub mod math;
 mod movement;
@@ -47,8 +48,8 @@ pub use math::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 pub use params::BatchSpaceOp;
 pub use params::FloatUnaryOp;
 pub use params::{
-    ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, MeanOp, OutRequant, PadOp,
-    ReduceMode, ReduceOp, RemapOp, ResizeOp,
+    ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, LstmOp, MeanOp, OutRequant,
+    PadOp, ReduceMode, ReduceOp, RemapOp, ResizeOp,
 };
 // movea
 pub use params::SliceOp;
@@ -237,6 +238,8 @@ pub enum Op {
         shift: u32,
         tanh: bool,
     },
+    /// TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM, its state updated in place.
+    Lstm(LstmOp),
 }
 
 /// Parameters of [`Op::Pool`]. With `requant`, the pooled value `v` becomes
@@ -435,6 +438,7 @@ const OP_ARG: u32 = 49;
 const OP_FLOAT_UNARY: u32 = 80;
 const OP_LUT8: u32 = 32;
 const OP_ACT16: u32 = 33;
+const OP_LSTM: u32 = 34;
 
 impl Op {
     /// Short operator name (`Softmax`, `Quantize`, ...).
@@ -508,6 +512,7 @@ impl Op {
             Op::Lut8 { .. } => "Lut8",
             Op::Act16 { tanh: false, .. } => "Logistic16",
             Op::Act16 { tanh: true, .. } => "Tanh16",
+            Op::Lstm(_) => "Lstm",
         }
     }
 
@@ -684,6 +689,7 @@ impl Op {
                     .put(shift)
                     .put(u32::from(tanh));
             }
+            Op::Lstm(p) => p.put(w.put(OP_LSTM)),
         }
         w.finish()
     }
@@ -837,6 +843,7 @@ impl Op {
                     _ => return None,
                 },
             },
+            OP_LSTM => Op::Lstm(LstmOp::get(&mut r)?),
             _ => return None,
         };
         r.at_end().then_some(op)

@@ -485,3 +485,39 @@ record! {
         pub beta: f32,
     }
 }
+
+record! {
+    /// TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM (8x8->16: int8 input, output and hidden
+    /// state, int16 cell state, no CIFG, peephole, projection or layer normalisation) over
+    /// `time` steps of `batch` rows of `input` values, `cell` units.
+    ///
+    /// - `x`: `[batch][time][input]` int8 (`[time][batch][input]` with `time_major`).
+    /// - `y`: the hidden state of every step, int8, in `x`'s order with `cell` values per row.
+    /// - `h`, `c`: the persistent hidden (int8, `[batch][cell]`) and cell (int16) states, read
+    ///   and updated in place.
+    /// - `w` (read-only): the gates' int8 weights in the order input, forget, cell, output:
+    ///   four `[cell][input]` input matrices, then four `[cell][cell]` recurrent ones.
+    /// - `bias`: eight `[cell]` i32 vectors in the same order, zero points folded in (the input
+    ///   paths' `bias - x_zp * row_sum`, the recurrent paths' `-h_zp * row_sum`).
+    /// - `scale`: nine (Q31 multiplier, shift) i32 pairs: the eight paths into Q3.12 gates, then
+    ///   the hidden state's `2^-30 / hidden_scale`.
+    /// - `cell_shift`: the cell state's scale is `2^cell_shift`; `cell_clip` its quantized
+    ///   clip (0: none); `hidden_zp` the hidden state's zero point.
+    pub struct LstmOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub h: Buf,
+        pub c: Buf,
+        pub w: Buf,
+        pub bias: Buf,
+        pub scale: Buf,
+        pub batch: u32,
+        pub time: u32,
+        pub input: u32,
+        pub cell: u32,
+        pub time_major: bool,
+        pub cell_shift: i32,
+        pub cell_clip: i32,
+        pub hidden_zp: i32,
+    }
+}

@@ -18,6 +18,7 @@ pub fn dump(program: &Program) -> String {
         let io = match b.io {
             Some(Io::Input(k)) => format!(" input {k}"),
             Some(Io::Output(k)) => format!(" output {k}"),
+            Some(Io::State(k)) => format!(" state {k}"),
             None => String::new(),
         };
         let _ = writeln!(s, "  b{i}: '{}' {} bytes, {kind}{io}", b.name, b.size);

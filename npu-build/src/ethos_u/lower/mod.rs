@@ -153,6 +153,13 @@ impl<'g> Lowering<'g> {
                     .iter()
                     .position(|&o| o == t)
                     .map(Io::Output)
+            })
+            .or_else(|| {
+                self.graph
+                    .variables
+                    .iter()
+                    .position(|&v| v == t)
+                    .map(Io::State)
             });
         let kind = match &tensor.data {
             Some(bytes) => BufferKind::Const(bytes.clone()),
@@ -260,8 +267,14 @@ impl<'g> Lowering<'g> {
 /// calls the per-operator check first and only lowers NPU segments).
 pub fn lower(graph: &Graph, accel: &AcceleratorConfig) -> Result<Program> {
     let mut cx = Lowering::new(graph, accel);
-    // Graph inputs and outputs get their buffers first so they are dense NHWC and flagged.
-    for &t in graph.inputs.iter().chain(&graph.outputs) {
+    // Graph inputs, outputs and variables get their buffers first so they are dense NHWC and
+    // flagged.
+    for &t in graph
+        .inputs
+        .iter()
+        .chain(&graph.outputs)
+        .chain(&graph.variables)
+    {
         cx.place(t);
     }
     for op in &graph.ops {
@@ -289,7 +302,12 @@ pub fn lower_partition(
     if bricks {
         cx.bricks = brick_tensors(graph, on_npu);
     }
-    for &t in graph.inputs.iter().chain(&graph.outputs) {
+    for &t in graph
+        .inputs
+        .iter()
+        .chain(&graph.outputs)
+        .chain(&graph.variables)
+    {
         cx.place(t);
     }
     for (op, _) in graph
@@ -328,7 +346,12 @@ pub fn brick_tensors(graph: &Graph, on_npu: &[bool]) -> Vec<bool> {
         .iter()
         .map(|t| !t.is_const() && t.shape.len() == 4 && t.shape[0] == 1)
         .collect();
-    for &t in graph.inputs.iter().chain(&graph.outputs) {
+    for &t in graph
+        .inputs
+        .iter()
+        .chain(&graph.outputs)
+        .chain(&graph.variables)
+    {
         if let Some(v) = ok.get_mut(t) {
             *v = false;
         }
@@ -399,6 +422,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Reduce { .. } | OpKind::ArgMinMax { .. } => reduce::lower(cx, op),
         OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
         OpKind::ActFn(_) => act_fn::lower(cx, op),
+        OpKind::Lstm(_) => Err(cx.limit(op, "the LSTM runs on the CPU")),
     }
 }
 

@@ -197,6 +197,8 @@ impl<'a> Importer<'a> {
             }
             let options_type = ctx(t.u8(operator::BUILTIN_OPTIONS_TYPE, 0, &what))?;
             let options = ctx(t.table(operator::BUILTIN_OPTIONS, &what))?;
+            let intermediates = ctx(t.vector(operator::INTERMEDIATES, 4, &what))?
+                .map_or_else(Vec::new, |v| v.to_i32s());
             raw_ops.push(ops::RawOp {
                 index: i,
                 node,
@@ -206,6 +208,7 @@ impl<'a> Importer<'a> {
                 outputs,
                 options_type,
                 options,
+                intermediates,
             });
         }
         if let Some(e) = unsupported.error(ops::supported_list()) {
@@ -318,6 +321,10 @@ impl<'a> Importer<'a> {
                 *id = remap[*id];
             }
         }
+        g.variables.retain(|&id| used[id]);
+        for id in &mut g.variables {
+            *id = remap[*id];
+        }
     }
 
     /// A subgraph's list of tensor indices (inputs or outputs).
@@ -425,15 +432,18 @@ impl<'a> Importer<'a> {
                     "shape {shape:?} of {dtype} is larger than {MAX_TENSOR_BYTES} bytes"
                 ))
             })?;
-        if ctx(t.bool(tensor::IS_VARIABLE, &what))? {
-            return Err(bad("variable (stateful) tensors are not supported".into()));
+        // Variable tensors (LSTM states) persist between runs and start at zero; a buffer
+        // holding an initial value is not read (TFLite resets them to zero too).
+        let variable = ctx(t.bool(tensor::IS_VARIABLE, &what))?;
+        if variable && graph_input {
+            return Err(bad("a variable tensor cannot be a graph input".into()));
         }
         if ctx(t.table(tensor::SPARSITY, &what))?.is_some() {
             return Err(bad("sparse tensors are not supported".into()));
         }
         let quant = self.quantization(&t, &what, &shape, &bad)?;
         let buffer_index = ctx(t.u32(tensor::BUFFER, 0, &what))? as usize;
-        let data = if graph_input {
+        let data = if graph_input || variable {
             None
         } else {
             self.buffer_data(buffer_index, &name)?
@@ -467,6 +477,9 @@ impl<'a> Importer<'a> {
             data,
         });
         self.map.insert(index, id);
+        if variable {
+            self.graph.variables.push(id);
+        }
         Ok(id)
     }
 

@@ -36,6 +36,8 @@ pub struct RawOp<'a> {
     pub outputs: Vec<i32>,
     pub options_type: u8,
     pub options: Option<Table<'a>>,
+    /// Intermediate tensors (the LSTM's gate and hidden quantization).
+    pub intermediates: Vec<i32>,
 }
 
 impl RawOp<'_> {
@@ -154,6 +156,15 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     if op.code == b::TRANSPOSE_CONV {
         // Inputs `[output_shape, weights, x, bias?]`: the data input is not input 0.
         let (kind, inputs) = transpose_conv(im, op, output, &required, &input_at)?;
+        return Ok(Op {
+            name: im.graph.tensors[output].name.clone(),
+            kind,
+            inputs,
+            outputs: vec![output],
+        });
+    }
+    if op.code == b::UNIDIRECTIONAL_SEQUENCE_LSTM {
+        let (kind, inputs) = lstm(im, op, &required, &input_at)?;
         return Ok(Op {
             name: im.graph.tensors[output].name.clone(),
             kind,
@@ -926,4 +937,121 @@ fn pad_value(im: &Importer, op: &RawOp, c: TensorId, x: TensorId) -> Result<i32>
             t.name
         ))
     })
+}
+
+/// UNIDIRECTIONAL_SEQUENCE_LSTM: inputs `[x, 4 input weights, 4 recurrent weights, 3
+/// peephole weights, 4 biases, projection weights and bias, h, c, 4 layer-norm
+/// coefficients]`; the integer kernel's hidden quantization is intermediate 4.
+#[allow(clippy::type_complexity)]
+fn lstm(
+    im: &mut Importer,
+    op: &RawOp,
+    required: &dyn Fn(&mut Importer, usize) -> Result<TensorId>,
+    input_at: &dyn Fn(&mut Importer, usize) -> Result<Option<TensorId>>,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let o = op.required_options(
+        options_type::UNIDIRECTIONAL_SEQUENCE_LSTM,
+        "UnidirectionalSequenceLSTMOptions",
+    )?;
+    let act = ctx(o.i8(opts::LSTM_ACTIVATION, 0, &what))?;
+    if act != 4 {
+        return Err(op.invalid(format!(
+            "fused activation {act}: the integer LSTM computes its cell gate with TANH (4)"
+        )));
+    }
+    let cell_clip = ctx(o.f32(opts::LSTM_CELL_CLIP, 0.0, &what))?;
+    let proj_clip = ctx(o.f32(opts::LSTM_PROJ_CLIP, 0.0, &what))?;
+    let time_major = ctx(o.bool(opts::LSTM_TIME_MAJOR, &what))?;
+    if ctx(o.bool(opts::LSTM_ASYMMETRIC_QUANTIZE_INPUTS, &what))?
+        || ctx(o.bool(opts::LSTM_DIAGONAL_RECURRENT, &what))?
+    {
+        return Err(op.invalid(
+            "hybrid (asymmetric_quantize_inputs) and diagonal-recurrent LSTMs are not supported",
+        ));
+    }
+    if !(cell_clip.is_finite() && cell_clip >= 0.0 && proj_clip.is_finite() && proj_clip >= 0.0) {
+        return Err(op.invalid(format!(
+            "invalid clips: cell {cell_clip}, projection {proj_clip}"
+        )));
+    }
+    for (k, what) in [
+        (1, "input gate weights (CIFG)"),
+        (5, "recurrent input gate weights (CIFG)"),
+        (12, "input gate bias (CIFG)"),
+    ] {
+        if input_at(im, k)?.is_none() {
+            return Err(op.invalid(format!(
+                "has no {what}; coupled-gate LSTMs are not supported"
+            )));
+        }
+    }
+    for (k, what) in [
+        (9, "peephole"),
+        (10, "peephole"),
+        (11, "peephole"),
+        (16, "projection"),
+        (17, "projection"),
+        (20, "layer normalisation"),
+        (21, "layer normalisation"),
+        (22, "layer normalisation"),
+        (23, "layer normalisation"),
+    ] {
+        if op.inputs.get(k).is_some_and(|&i| i >= 0) {
+            return Err(op.invalid(format!(
+                "uses {what} weights (input {k}); only the plain LSTM is supported"
+            )));
+        }
+    }
+    let x = required(im, 0)?;
+    if im.graph.tensors[x].dtype != DType::I8 {
+        return Err(op.invalid(format!(
+            "input is {}; only the integer (int8) LSTM is supported",
+            im.graph.tensors[x].dtype
+        )));
+    }
+    let mut inputs = vec![x];
+    for k in 1..=8 {
+        inputs.push(required(im, k)?);
+    }
+    for k in 12..=15 {
+        inputs.push(required(im, k)?);
+    }
+    for k in [18, 19] {
+        let t = required(im, k)?;
+        if !im.graph.variables.contains(&t) {
+            return Err(op.invalid(format!(
+                "state input {k} ('{}') is not a variable tensor",
+                im.graph.tensors[t].name
+            )));
+        }
+        inputs.push(t);
+    }
+    let hidden = op
+        .intermediates
+        .get(4)
+        .and_then(|&i| usize::try_from(i).ok())
+        .ok_or_else(|| {
+            op.invalid(
+                "the integer LSTM needs 5 intermediate tensors (the converter's quantized form)",
+            )
+        })?;
+    let hidden = im.tensor(hidden, false)?;
+    let (hidden_scale, hidden_zero_point) = match &im.graph.tensors[hidden].quant {
+        Some(q) if q.scale.len() == 1 => (q.scale(), q.zero_point()),
+        _ => {
+            return Err(op.invalid(
+                "intermediate 4 (the hidden state's quantization) has no per-tensor quantization",
+            ));
+        }
+    };
+    Ok((
+        OpKind::Lstm(crate::ir::LstmAttrs {
+            time_major,
+            cell_clip,
+            hidden_scale,
+            hidden_zero_point,
+        }),
+        inputs,
+    ))
 }

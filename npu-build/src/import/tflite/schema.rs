@@ -99,6 +99,7 @@ pub mod options_type {
     pub const UNPACK: u8 = 64;
     pub const SPLIT_V: u8 = 79;
     pub const TRANSPOSE_CONV: u8 = 49;
+    pub const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
     pub const BATCH_MATMUL: u8 = 101;
     // moveb
     pub const SPACE_TO_DEPTH: u8 = 19;
@@ -165,6 +166,13 @@ pub mod opts {
     /// `MirrorPadOptions.mode`: 0 REFLECT, 1 SYMMETRIC.
     pub const MIRROR_PAD_MODE: usize = 0;
     pub const LEAKY_RELU_ALPHA: usize = 0;
+    // UnidirectionalSequenceLSTMOptions
+    pub const LSTM_ACTIVATION: usize = 0;
+    pub const LSTM_CELL_CLIP: usize = 1;
+    pub const LSTM_PROJ_CLIP: usize = 2;
+    pub const LSTM_TIME_MAJOR: usize = 3;
+    pub const LSTM_ASYMMETRIC_QUANTIZE_INPUTS: usize = 4;
+    pub const LSTM_DIAGONAL_RECURRENT: usize = 5;
     pub const GELU_APPROXIMATE: usize = 0;
 }
 
@@ -246,6 +254,7 @@ pub mod builtin {
     pub const UNPACK: i32 = 88;
     pub const SPLIT_V: i32 = 102;
     pub const TRANSPOSE_CONV: i32 = 67;
+    pub const UNIDIRECTIONAL_SEQUENCE_LSTM: i32 = 44;
     pub const BATCH_MATMUL: i32 = 126;
     // moveb
     pub const DEPTH_TO_SPACE: i32 = 5;

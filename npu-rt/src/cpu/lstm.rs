@@ -1,0 +1,136 @@
+//! TFLite's integer LSTM ([`Op::Lstm`](super::Op::Lstm)): `lstm_eval.cc`'s 8x8->16 path with
+//! the table-based int16 sigmoid and tanh of `reference_integer_ops` (the functions the NPU
+//! has built in, [`crate::ethos_u::builtin_act`]).
+//!
+//! Per step and row, each of the four gates is `clamp16(MBQM(W_x x + b, m_x, s_x))`, then
+//! `clamp16(MBQM(W_h h + b_h, m_h, s_h) + that)` (two saturating int16 accumulations, as
+//! TFLite's `MatrixBatchVectorMultiplyAccumulate` does), through sigmoid (input, forget,
+//! output) or tanh (cell) of a Q3.12 value into Q0.15. The cell state becomes
+//! `sat16(rdp(f * c, 15) + rdp(i * g, 30 + cell_shift))`, clipped; the hidden state
+//! `clamp8(MBQM(o * tanh(c), m, s) + zp)`. The new hidden state of a row is written to `y`
+//! first and copied to `h` once the row's cells are done (every cell reads all of `h`).
+
+use super::LstmOp;
+use super::fixed::{multiply_by_quantized_multiplier as mbqm, rounding_divide_by_pot};
+use super::{Buf, REGION_ARENA, REGION_WEIGHTS};
+use crate::ethos_u::builtin_act::int16_kernel;
+
+fn region<'a>(b: Buf, weights: &'a [u8], arena: &'a [u8]) -> Option<&'a [u8]> {
+    match b.region {
+        REGION_WEIGHTS => weights.get(b.offset as usize..),
+        REGION_ARENA => arena.get(b.offset as usize..),
+        _ => None,
+    }
+}
+
+fn i32_at(bytes: &[u8], k: usize) -> Option<i32> {
+    let s = bytes.get(k * 4..k * 4 + 4)?;
+    Some(i32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// The int16 sigmoid (`tanh` false) or tanh of a Q3.12 gate, Q0.15.
+fn gate_fn(v: i32, tanh: bool) -> i32 {
+    i32::from(int16_kernel(v as i16, 3, 0, tanh))
+}
+
+/// Runs the whole sequence; `None` when an operand lies outside its region.
+pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    let (nb, nt, ni, nc) = (
+        p.batch as usize,
+        p.time as usize,
+        p.input as usize,
+        p.cell as usize,
+    );
+    // Check every operand's extent once; the loops below index within them.
+    let w_len = 4 * nc * (ni + nc);
+    let arena_len = arena.len();
+    let fits = |b: Buf, len: usize| {
+        match b.region {
+            REGION_WEIGHTS => (b.offset as usize).checked_add(len)? <= weights.len(),
+            REGION_ARENA => (b.offset as usize).checked_add(len)? <= arena_len,
+            _ => false,
+        }
+        .then_some(())
+    };
+    fits(p.w, w_len)?;
+    fits(p.bias, 8 * nc * 4)?;
+    fits(p.scale, 18 * 4)?;
+    for (b, len) in [
+        (p.x, nb.checked_mul(nt)?.checked_mul(ni)?),
+        (p.y, nb.checked_mul(nt)?.checked_mul(nc)?),
+        (p.h, nb * nc),
+        (p.c, nb * nc * 2),
+    ] {
+        if b.region != REGION_ARENA {
+            return None;
+        }
+        fits(b, len)?;
+    }
+    // The tanh of the cell state: Q(15 + cell_shift) into the functions' Q3.12 units of 1/3.
+    let left = 15 + p.cell_shift - 3;
+    let (tanh_m, tanh_s) = if left < 0 {
+        (3u32, (-left) as u32)
+    } else {
+        (3u32.checked_shl(left as u32)?, 0)
+    };
+    let mut scales = [(0i32, 0i32); 9];
+    {
+        let s = region(p.scale, weights, arena)?;
+        for (k, v) in scales.iter_mut().enumerate() {
+            *v = (i32_at(s, 2 * k)?, i32_at(s, 2 * k + 1)?);
+        }
+    }
+    let (x0, y0, h0, c0) = (
+        p.x.offset as usize,
+        p.y.offset as usize,
+        p.h.offset as usize,
+        p.c.offset as usize,
+    );
+    for t in 0..nt {
+        for b in 0..nb {
+            let row = if p.time_major { t * nb + b } else { b * nt + t };
+            for j in 0..nc {
+                let mut gates = [0i32; 4];
+                for (k, g) in gates.iter_mut().enumerate() {
+                    let wv = region(p.w, weights, arena)?;
+                    let bias = region(p.bias, weights, arena)?;
+                    let mut acc = i32_at(bias, k * nc + j)?;
+                    let wrow = &wv[(k * nc + j) * ni..][..ni];
+                    let xrow = &arena[x0 + row * ni..][..ni];
+                    for (&w, &x) in wrow.iter().zip(xrow) {
+                        acc = acc.wrapping_add(i32::from(w as i8) * i32::from(x as i8));
+                    }
+                    let (m, s) = scales[k];
+                    let v = mbqm(acc, m, s).clamp(-32768, 32767);
+                    let mut acc = i32_at(bias, (4 + k) * nc + j)?;
+                    let rrow = &wv[4 * nc * ni + (k * nc + j) * nc..][..nc];
+                    let hrow = &arena[h0 + b * nc..][..nc];
+                    for (&w, &h) in rrow.iter().zip(hrow) {
+                        acc = acc.wrapping_add(i32::from(w as i8) * i32::from(h as i8));
+                    }
+                    let (m, s) = scales[4 + k];
+                    let v = (mbqm(acc, m, s) + v).clamp(-32768, 32767);
+                    *g = gate_fn(v, k == 2);
+                }
+                let [i, f, g, o] = gates;
+                let at = c0 + (b * nc + j) * 2;
+                let c = i32::from(i16::from_le_bytes([arena[at], arena[at + 1]]));
+                // Truncated to int16, as TFLite's CwiseMul does (only cell scales below 2^-15
+                // can leave the range).
+                let fc = rounding_divide_by_pot(f * c, 15) as i16;
+                let ig = rounding_divide_by_pot(i * g, 30 + p.cell_shift) as i16;
+                let mut c = (i32::from(fc) + i32::from(ig)).clamp(-32768, 32767);
+                if p.cell_clip > 0 {
+                    c = c.clamp(-p.cell_clip, p.cell_clip);
+                }
+                arena[at..at + 2].copy_from_slice(&(c as i16).to_le_bytes());
+                let tc = i32::from(int16_kernel(c as i16, tanh_m, tanh_s, true));
+                let (m, s) = scales[8];
+                let h = (mbqm(o * tc, m, s) + p.hidden_zp).clamp(-128, 127);
+                arena[y0 + row * nc + j] = h as i8 as u8;
+            }
+            arena.copy_within(y0 + row * nc..y0 + (row + 1) * nc, h0 + b * nc);
+        }
+    }
+    Some(())
+}
