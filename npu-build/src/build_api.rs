@@ -568,6 +568,14 @@ fn model_api(c: &Compiled, graph: &crate::ir::Graph, target: &Target, source: &P
         steps: step_apis(c),
         npu_cycles_estimate,
         npu_clock_hz: target.system_config.core_clock_hz as u64,
+        state: c.state_flag.map(|flag| codegen::StateApi {
+            flag,
+            fills: c
+                .variables
+                .iter()
+                .map(|v| (v.offset, v.byte_size(), v.initial_byte()))
+                .collect(),
+        }),
     }
 }
 

@@ -61,6 +61,18 @@ pub struct ModelApi {
     /// NPU core clock of the system configuration, Hz.
     #[serde(default)]
     pub npu_clock_hz: u64,
+    /// Variable tensors (LSTM states) kept in the arena between runs.
+    #[serde(default)]
+    pub state: Option<StateApi>,
+}
+
+/// Where a model's variable tensors live and how they start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateApi {
+    /// Arena byte that is 0 until the first run has initialised the state.
+    pub flag: usize,
+    /// `(offset, bytes, fill byte)` of each variable tensor.
+    pub fills: Vec<(usize, usize, u8)>,
 }
 
 /// One step of the generated `run`.
@@ -494,6 +506,39 @@ pub fn generate(
         ),
     };
 
+    // Variable tensors (LSTM states): set on an arena's first run, kept after it.
+    let (state_init, state_fns) = match &api.state {
+        None => (quote! {}, quote! {}),
+        Some(st) => {
+            let flag = Literal::usize_unsuffixed(st.flag);
+            let fills = st.fills.iter().map(|&(off, len, byte)| {
+                let (off, end) = (
+                    Literal::usize_unsuffixed(off),
+                    Literal::usize_unsuffixed(off + len),
+                );
+                let byte = Literal::u8_unsuffixed(byte);
+                quote! { arena[#off..#end].fill(#byte); }
+            });
+            (
+                quote! {
+                    if arena[#flag] == 0 {
+                        #(#fills)*
+                        arena[#flag] = 1;
+                    }
+                },
+                quote! {
+                    /// Makes the next [`run`] start from the model's initial state: its variable
+                    /// tensors (LSTM hidden and cell states) otherwise carry over from one run to
+                    /// the next, as in TFLite, starting at zero (real value) on an arena's first
+                    /// run.
+                    pub fn reset_state(arena: &mut Arena) {
+                        arena.0[#flag] = 0;
+                    }
+                },
+            )
+        }
+    };
+
     // A model with a fast scratch (region 2: the SRAM when the arena is in DRAM) takes it as a
     // parameter of its own, so the caller places it in the NPU's SRAM.
     let run_fns = if api.fast_scratch_size > 0 {
@@ -542,11 +587,14 @@ pub fn generate(
                 let arena = &mut arena.0[..];
                 let fast = &mut fast.0[..];
                 let _ = &fast;
+                #state_init
                 #(#in_copies)*
                 #steps_body
                 #(#out_copies)*
                 Ok(())
             }
+
+            #state_fns
         }
     } else {
         quote! {
@@ -572,11 +620,14 @@ pub fn generate(
                 let arena = &mut arena.0[..];
                 let fast: &mut [u8] = &mut [];
                 let _ = &fast;
+                #state_init
                 #(#in_copies)*
                 #steps_body
                 #(#out_copies)*
                 Ok(())
             }
+
+            #state_fns
         }
     };
 

@@ -279,3 +279,32 @@ fn mv2_weight_copies_grow_the_arena_at_most_1_percent_and_keep_the_output() {
         assert_eq!(stats.dma_bytes, 0);
     }
 }
+
+/// The stateful fixtures (LSTM): compiled for every target, the three inputs run in order on
+/// one arena (the state carries over, as the fixtures' reference outputs were made), every
+/// output byte equal to the reference's.
+#[test]
+fn stateful_fixtures_carry_their_state_on_every_target() {
+    let mut failures = Vec::new();
+    for model in ["op_lstm", "net_lstm_kws"] {
+        let path = fixtures_dir().join(model).join(format!("{model}.tflite"));
+        let graph = npu_build::import::load(&path).expect("import");
+        assert_eq!(graph.variables.len(), 2, "{model}: hidden and cell state");
+        let runs: Vec<_> = (0..3).map(|k| fixture_inputs(model, k)).collect();
+        for target in ALL_TARGETS {
+            let t = Target::for_accelerator(target).expect("known target");
+            let compiled = compile_with(&graph, t.accelerator, &CompileOptions::for_target(&t))
+                .unwrap_or_else(|e| panic!("{model} on {target}: {e}"));
+            let outputs = compiled
+                .run_sim_sequence(&runs)
+                .unwrap_or_else(|e| panic!("{model} on {target}: {e}"));
+            for (k, got) in outputs.iter().enumerate() {
+                let d = differences(&got[0], &fixture_outputs(model, k)[0]);
+                if !d.is_empty() {
+                    failures.push(format!("{model} on {target} input {k}: {d}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -350,3 +350,54 @@ fn maxpool_forced_to_the_cpu_is_bit_exact() {
 fn avgpool_forced_to_the_cpu_is_bit_exact() {
     forced_cpu_cases("op_avgpool2x2", "AveragePool", &["AveragePool"]);
 }
+
+npu_macros::include_model!(
+    "../fixtures/op_lstm/op_lstm.tflite",
+    target = "ethos-u55-128"
+);
+
+/// A stateful model through the generated `run`: the LSTM's state starts at TFLite's initial
+/// value on the arena's first run and carries over between runs (the fixture's three outputs
+/// come from one TFLite Micro interpreter invoked in order); `reset_state` starts over.
+#[test]
+fn lstm_state_carries_over_through_include_model() {
+    let dir = fixtures_dir().join("op_lstm");
+    let mut npu = npu_rt::sim::VirtualNpu::new(&ETHOS_U55_128);
+    let mut arena = Box::new(op_lstm::Arena::new());
+    let run = |npu: &mut npu_rt::sim::VirtualNpu, arena: &mut op_lstm::Arena, k: usize| {
+        let x = npy(&dir, &format!("input_{k}.npy"));
+        let mut input = op_lstm::Input::zeroed();
+        let Data::I8(xs) = &x.data else {
+            panic!("int8 input")
+        };
+        input
+            .serving_default_input_1_0_flat_mut()
+            .copy_from_slice(xs);
+        let out = op_lstm::run(npu, arena, &input).expect("run");
+        out.stateful_partitioned_call_0_flat().to_vec()
+    };
+    let want = |k: usize| match npy(&dir, &format!("output_{k}.npy")).data {
+        Data::I8(v) => v,
+        _ => panic!("int8 output"),
+    };
+    for k in 0..3 {
+        assert_eq!(
+            run(&mut npu, &mut arena, k),
+            want(k),
+            "input {k} in sequence"
+        );
+    }
+    // Input 1 from a fresh state differs from input 1 after input 0 (the state matters)...
+    op_lstm::reset_state(&mut arena);
+    let fresh = run(&mut npu, &mut arena, 1);
+    assert_ne!(fresh, want(1), "the state has an effect");
+    // ...and after a reset, the sequence replays exactly.
+    op_lstm::reset_state(&mut arena);
+    for k in 0..3 {
+        assert_eq!(
+            run(&mut npu, &mut arena, k),
+            want(k),
+            "input {k} after reset"
+        );
+    }
+}
