@@ -389,7 +389,8 @@ pub struct LstmAttrs {
     /// Real-valued clip of the cell state (0: none).
     pub cell_clip: f32,
     /// Quantization of the hidden state computed by each step (TFLite's fifth intermediate,
-    /// `effective_hidden_scale_intermediate`).
+    /// `effective_hidden_scale_intermediate`; the converter makes it the state tensor's, and
+    /// TFLite Micro, which the reference follows, uses the state tensor's).
     pub hidden_scale: f32,
     pub hidden_zero_point: i32,
 }

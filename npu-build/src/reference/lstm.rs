@@ -1,14 +1,18 @@
-//! TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM ([`OpKind::Lstm`](crate::ir::OpKind::Lstm)).
+//! The integer UNIDIRECTIONAL_SEQUENCE_LSTM ([`OpKind::Lstm`](crate::ir::OpKind::Lstm)) as
+//! TensorFlow Lite Micro computes it (`lstm_eval.cc`, `lstm_eval_common.cc` of tflite-micro),
+//! the runtime of Cortex-M systems with an Ethos-U, whose arithmetic Vela's decomposition
+//! reproduces. TFLite's own kernel differs in its sigmoid/tanh (gemmlowp's fixed-point
+//! functions instead of the int16 tables): the fixtures' `NOTES.txt` give the measured effect.
 //!
-//! [`LstmPlan`] decides every integer parameter the way TFLite's `Prepare` does
-//! (`PopulateQuantizedLstmParams8x8_16`: effective scales multiplied in single precision,
-//! gates in Q3.12, the hidden scale `2^-30 / hidden_scale` rounded to single precision, zero
-//! points folded into the biases). The arithmetic is `npu_rt`'s CPU kernel
+//! [`LstmPlan`] decides every integer parameter the way TFLite Micro's `Prepare` does (gate
+//! scales `float(input_scale * weight_scale) / 2^-12` in double, the element-wise products'
+//! scales in double, zero points folded into the biases). The arithmetic is `npu_rt`'s CPU
+//! kernel
 //! ([`npu_rt::cpu::LstmOp`]): the interpreter lays the operands out as that kernel's arena and
 //! read-only region and runs it, so the reference, the CPU fallback and (through the same
 //! plan) the NPU lowering share one set of parameters.
 
-use npu_rt::cpu::{Buf, LstmOp, Op as CpuOp};
+use npu_rt::cpu::{Buf, LSTM_SCALES as SCALES, LstmOp, Op as CpuOp};
 
 use super::util::{node_err, per_tensor};
 use super::{Kernel, Prepared};
@@ -30,8 +34,9 @@ pub struct LstmPlan {
     pub weights: Vec<i8>,
     /// Eight `[cell]` biases with the zero points folded in (input paths first).
     pub biases: Vec<i32>,
-    /// (multiplier, shift) of the eight paths into Q3.12, then of the hidden state.
-    pub scales: [(i32, i32); 9],
+    /// (multiplier, shift) of the eight paths into Q3.12, of the hidden state, of the forget
+    /// gate times the cell state and of the input gate times the cell gate.
+    pub scales: [(i32, i32); SCALES],
     /// The cell state's scale is `2^cell_shift`.
     pub cell_shift: i32,
     /// Quantized cell clip (0: none).
@@ -41,9 +46,8 @@ pub struct LstmPlan {
     /// lowering applies them itself).
     pub x_zp: i32,
     pub h_zp: i32,
-    /// The effective scales before decomposition (the NPU lowering re-derives its own
-    /// multipliers from them).
-    pub effective: [f32; 9],
+    /// The effective scales `scales` were made from.
+    pub effective: [f64; SCALES],
 }
 
 fn quantized_weights(
@@ -150,8 +154,8 @@ impl LstmPlan {
         }
         let mut weights = Vec::with_capacity(4 * cell * (input + cell));
         let mut biases = Vec::with_capacity(8 * cell);
-        let mut effective = [0f32; 9];
-        let gate = 2f32.powi(-12);
+        let mut effective = [0f64; SCALES];
+        let gate = 2f64.powi(-12);
         let mut recurrent = Vec::with_capacity(4 * cell * cell);
         let mut rec_bias = Vec::with_capacity(4 * cell);
         for k in 0..4 {
@@ -164,9 +168,10 @@ impl LstmPlan {
                     format!("bias '{}' must be {cell} constant int32 values", b.name),
                 )
             })?;
-            // TFLite multiplies in single precision.
-            effective[k] = swx * sx / gate;
-            effective[4 + k] = swh * sh / gate;
+            // The product in single precision, the division in double (TFLite Micro's
+            // CreateFCParams).
+            effective[k] = f64::from(swx * sx) / gate;
+            effective[4 + k] = f64::from(swh * sh) / gate;
             for j in 0..cell {
                 let row_x: i32 = wx[j * input..(j + 1) * input]
                     .iter()
@@ -184,17 +189,21 @@ impl LstmPlan {
         }
         weights.extend_from_slice(&recurrent);
         biases.extend_from_slice(&rec_bias);
-        // `std::pow(2, -15) / hidden_scale * std::pow(2, -15)` in double, stored as float.
-        effective[8] = (2f64.powi(-15) / f64::from(a.hidden_scale) * 2f64.powi(-15)) as f32;
-        let mut scales = [(0, 0); 9];
+        // CreateInterGateMulParams: products of Q0.15 gates into the hidden state (its own
+        // quantization, the output state tensor's) and into the cell state, in double.
+        let q15 = 2f64.powi(-15);
+        effective[8] = q15 * q15 / f64::from(sh);
+        effective[9] = q15 * f64::from(sc) / f64::from(sc);
+        effective[10] = q15 * q15 / f64::from(sc);
+        let mut scales = [(0, 0); SCALES];
         for (s, &e) in scales.iter_mut().zip(&effective) {
             if !(e.is_finite() && e > 0.0) {
                 return Err(node_err(op, format!("invalid effective scale {e}")));
             }
-            *s = quantize_multiplier(f64::from(e));
+            *s = quantize_multiplier(e);
         }
         let cell_clip = if a.cell_clip > 0.0 {
-            (a.cell_clip / sc).clamp(-32768.0, 32767.0) as i32
+            (f64::from(a.cell_clip) / f64::from(sc)).clamp(-32768.0, 32767.0) as i32
         } else {
             0
         };
@@ -209,7 +218,7 @@ impl LstmPlan {
             scales,
             cell_shift,
             cell_clip,
-            hidden_zp: a.hidden_zero_point,
+            hidden_zp: h_zp,
             x_zp,
             h_zp,
             effective,

@@ -1,17 +1,18 @@
-//! TFLite's integer LSTM ([`Op::Lstm`](super::Op::Lstm)): `lstm_eval.cc`'s 8x8->16 path with
-//! the table-based int16 sigmoid and tanh of `reference_integer_ops` (the functions the NPU
-//! has built in, [`crate::ethos_u::builtin_act`]).
+//! TFLite Micro's integer LSTM ([`Op::Lstm`](super::Op::Lstm), `lstm_eval.cc` of
+//! tflite-micro, 8-bit activations and 16-bit cell): the table-based int16 sigmoid and tanh of
+//! `reference_integer_ops` (the functions the NPU has built in,
+//! [`crate::ethos_u::builtin_act`]).
 //!
-//! Per step and row, each of the four gates is `clamp16(MBQM(W_x x + b, m_x, s_x))`, then
-//! `clamp16(MBQM(W_h h + b_h, m_h, s_h) + that)` (two saturating int16 accumulations, as
-//! TFLite's `MatrixBatchVectorMultiplyAccumulate` does), through sigmoid (input, forget,
-//! output) or tanh (cell) of a Q3.12 value into Q0.15. The cell state becomes
-//! `sat16(rdp(f * c, 15) + rdp(i * g, 30 + cell_shift))`, clipped; the hidden state
-//! `clamp8(MBQM(o * tanh(c), m, s) + zp)`. The new hidden state of a row is written to `y`
-//! first and copied to `h` once the row's cells are done (every cell reads all of `h`).
+//! Per step and row, each of the four gates is the saturating int16 sum of two fully-connected
+//! results, `clamp16(MBQM(W_x x + b, m_x, s_x))` and `clamp16(MBQM(W_h h + b_h, m_h, s_h))`,
+//! through sigmoid (input, forget, output) or tanh (cell) of the Q3.12 value into Q0.15. The
+//! cell state becomes `sat16(sat16(MBQM(f * c)) + sat16(MBQM(i * g)))`, clipped; the hidden
+//! state `clamp8(MBQM(o * tanh(c)) + zp)` (MBQM: `MultiplyByQuantizedMultiplier`). The new
+//! hidden state of a row is written to `y` first and copied to `h` once the row's cells are
+//! done (every cell reads all of `h`).
 
 use super::LstmOp;
-use super::fixed::{multiply_by_quantized_multiplier as mbqm, rounding_divide_by_pot};
+use super::fixed::multiply_by_quantized_multiplier as mbqm;
 use super::{Buf, REGION_ARENA, REGION_WEIGHTS};
 use crate::ethos_u::builtin_act::int16_kernel;
 
@@ -27,6 +28,10 @@ fn i32_at(bytes: &[u8], k: usize) -> Option<i32> {
     let s = bytes.get(k * 4..k * 4 + 4)?;
     Some(i32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
+
+/// (multiplier, shift) pairs of `LstmOp::scale`: the eight paths into the gates, then the
+/// hidden state's, the forget gate times cell state's and the input gate times cell gate's.
+pub const SCALES: usize = 11;
 
 /// The int16 sigmoid (`tanh` false) or tanh of a Q3.12 gate, Q0.15.
 fn gate_fn(v: i32, tanh: bool) -> i32 {
@@ -54,7 +59,7 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
     };
     fits(p.w, w_len)?;
     fits(p.bias, 8 * nc * 4)?;
-    fits(p.scale, 18 * 4)?;
+    fits(p.scale, 2 * SCALES * 4)?;
     for (b, len) in [
         (p.x, nb.checked_mul(nt)?.checked_mul(ni)?),
         (p.y, nb.checked_mul(nt)?.checked_mul(nc)?),
@@ -73,7 +78,7 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
     } else {
         (3u32.checked_shl(left as u32)?, 0)
     };
-    let mut scales = [(0i32, 0i32); 9];
+    let mut scales = [(0i32, 0i32); SCALES];
     {
         let s = region(p.scale, weights, arena)?;
         for (k, v) in scales.iter_mut().enumerate() {
@@ -109,17 +114,16 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
                         acc = acc.wrapping_add(i32::from(w as i8) * i32::from(h as i8));
                     }
                     let (m, s) = scales[4 + k];
-                    let v = (mbqm(acc, m, s) + v).clamp(-32768, 32767);
+                    let v = (mbqm(acc, m, s).clamp(-32768, 32767) + v).clamp(-32768, 32767);
                     *g = gate_fn(v, k == 2);
                 }
                 let [i, f, g, o] = gates;
                 let at = c0 + (b * nc + j) * 2;
                 let c = i32::from(i16::from_le_bytes([arena[at], arena[at + 1]]));
-                // Truncated to int16, as TFLite's CwiseMul does (only cell scales below 2^-15
-                // can leave the range).
-                let fc = rounding_divide_by_pot(f * c, 15) as i16;
-                let ig = rounding_divide_by_pot(i * g, 30 + p.cell_shift) as i16;
-                let mut c = (i32::from(fc) + i32::from(ig)).clamp(-32768, 32767);
+                let sat = |v: i32| v.clamp(-32768, 32767);
+                let fc = sat(mbqm(f * c, scales[9].0, scales[9].1));
+                let ig = sat(mbqm(i * g, scales[10].0, scales[10].1));
+                let mut c = sat(fc + ig);
                 if p.cell_clip > 0 {
                     c = c.clamp(-p.cell_clip, p.cell_clip);
                 }

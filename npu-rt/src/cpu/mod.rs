@@ -32,6 +32,7 @@ pub mod fixed;
 pub mod float;
 mod kernels;
 mod lstm;
+pub use lstm::SCALES as LSTM_SCALES;
 mod lut;
 pub mod math;
 mod movement;

@@ -487,7 +487,7 @@ record! {
 }
 
 record! {
-    /// TFLite's integer UNIDIRECTIONAL_SEQUENCE_LSTM (8x8->16: int8 input, output and hidden
+    /// TFLite Micro's integer UNIDIRECTIONAL_SEQUENCE_LSTM (8x8->16: int8 input, output and hidden
     /// state, int16 cell state, no CIFG, peephole, projection or layer normalisation) over
     /// `time` steps of `batch` rows of `input` values, `cell` units.
     ///
@@ -499,8 +499,9 @@ record! {
     ///   four `[cell][input]` input matrices, then four `[cell][cell]` recurrent ones.
     /// - `bias`: eight `[cell]` i32 vectors in the same order, zero points folded in (the input
     ///   paths' `bias - x_zp * row_sum`, the recurrent paths' `-h_zp * row_sum`).
-    /// - `scale`: nine (Q31 multiplier, shift) i32 pairs: the eight paths into Q3.12 gates, then
-    ///   the hidden state's `2^-30 / hidden_scale`.
+    /// - `scale`: eleven (Q31 multiplier, shift) i32 pairs: the eight paths into Q3.12 gates,
+    ///   the hidden state's `2^-30 / hidden_scale`, the forget gate times cell state's
+    ///   `2^-15` and the input gate times cell gate's `2^-30 / cell_scale`.
     /// - `cell_shift`: the cell state's scale is `2^cell_shift`; `cell_clip` its quantized
     ///   clip (0: none); `hidden_zp` the hidden state's zero point.
     pub struct LstmOp {
