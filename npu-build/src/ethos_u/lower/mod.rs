@@ -19,6 +19,7 @@ mod act_fn;
 mod concat;
 mod conv;
 mod elementwise;
+mod lstm;
 mod lut;
 mod math;
 mod matmul;
@@ -422,7 +423,7 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         OpKind::Reduce { .. } | OpKind::ArgMinMax { .. } => reduce::lower(cx, op),
         OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
         OpKind::ActFn(_) => act_fn::lower(cx, op),
-        OpKind::Lstm(_) => Err(cx.limit(op, "the LSTM runs on the CPU")),
+        OpKind::Lstm(a) => lstm::lower(cx, op, a),
     }
 }
 
