@@ -266,3 +266,56 @@ fn mv2_224_every_intermediate_tensor() {
         failures.join("\n")
     );
 }
+
+/// A malformed LSTM (weights of the wrong shape, a state of the wrong size, a cell scale that
+/// is not a power of two) is an error naming the node, from the reference and the compiler.
+#[test]
+fn malformed_lstm_is_an_error_naming_the_node() {
+    use npu_build::ir::{LstmAttrs, OpKind};
+    let dir = npu_tests::fixtures_dir().join("op_lstm");
+    let graph = npu_build::import::load(&dir.join("op_lstm.tflite")).expect("import");
+    let k = graph
+        .ops
+        .iter()
+        .position(|op| matches!(op.kind, OpKind::Lstm(_)))
+        .expect("an LSTM");
+    let node = graph.ops[k].name.clone();
+    let breakages: [(&str, Box<dyn Fn(&mut npu_build::ir::Graph)>); 3] = [
+        (
+            "recurrent weights [16, 8]",
+            Box::new(move |g| {
+                let w = g.ops[k].inputs[6];
+                g.tensors[w].shape = vec![32, 8];
+            }),
+        ),
+        (
+            "hidden state of 15 values",
+            Box::new(move |g| {
+                let h = g.ops[k].inputs[LstmAttrs::H];
+                g.tensors[h].shape = vec![1, 15];
+            }),
+        ),
+        (
+            "cell scale 3e-5",
+            Box::new(move |g| {
+                let c = g.ops[k].inputs[LstmAttrs::C];
+                g.tensors[c].quant.as_mut().expect("quantized").scale = vec![3e-5];
+            }),
+        ),
+    ];
+    for (what, breakage) in breakages {
+        let mut g = graph.clone();
+        breakage(&mut g);
+        let e = npu_build::reference::Interpreter::new(&g)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"))
+            .to_string();
+        assert!(e.contains(&node), "{what}: {e}");
+        let t = npu_build::target::Target::for_accelerator("ethos-u55-128").expect("target");
+        let e = npu_build::ethos_u::compile(&g, t.accelerator)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: compiled"))
+            .to_string();
+        assert!(e.contains(&node), "{what}: {e}");
+    }
+}

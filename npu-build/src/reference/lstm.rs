@@ -61,7 +61,7 @@ fn quantized_weights(
     let data = w
         .data_i8()
         .ok_or_else(|| node_err(op, format!("weights '{}' must be constant int8", w.name)))?;
-    if w.elements() != rows * cols || w.shape.len() != 2 {
+    if w.shape != [rows, cols] {
         return Err(node_err(
             op,
             format!(

@@ -46,8 +46,13 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         p.input as usize,
         p.cell as usize,
     );
+    // Empty gates or inputs would make the loops' work independent of the operands' sizes.
+    if nc == 0 || ni == 0 {
+        return None;
+    }
     // Check every operand's extent once; the loops below index within them.
-    let w_len = 4 * nc * (ni + nc);
+    let w_len = nc.checked_mul(ni.checked_add(nc)?)?.checked_mul(4)?;
+    let bc = nb.checked_mul(nc)?;
     let arena_len = arena.len();
     let fits = |b: Buf, len: usize| {
         match b.region {
@@ -58,13 +63,13 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         .then_some(())
     };
     fits(p.w, w_len)?;
-    fits(p.bias, 8 * nc * 4)?;
+    fits(p.bias, nc.checked_mul(32)?)?;
     fits(p.scale, 2 * SCALES * 4)?;
     for (b, len) in [
         (p.x, nb.checked_mul(nt)?.checked_mul(ni)?),
         (p.y, nb.checked_mul(nt)?.checked_mul(nc)?),
-        (p.h, nb * nc),
-        (p.c, nb * nc * 2),
+        (p.h, bc),
+        (p.c, bc.checked_mul(2)?),
     ] {
         if b.region != REGION_ARENA {
             return None;
@@ -72,11 +77,19 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         fits(b, len)?;
     }
     // The tanh of the cell state: Q(15 + cell_shift) into the functions' Q3.12 units of 1/3.
-    let left = 15 + p.cell_shift - 3;
+    let left = p.cell_shift.checked_add(12)?;
     let (tanh_m, tanh_s) = if left < 0 {
-        (3u32, (-left) as u32)
+        (
+            3u32,
+            u32::try_from(left.checked_neg()?)
+                .ok()
+                .filter(|&s| s <= 31)?,
+        )
     } else {
-        (3u32.checked_shl(left as u32)?, 0)
+        (
+            3u32.checked_shl(left as u32).filter(|&m| m >> left == 3)?,
+            0,
+        )
     };
     let mut scales = [(0i32, 0i32); SCALES];
     {
@@ -130,7 +143,9 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
                 arena[at..at + 2].copy_from_slice(&(c as i16).to_le_bytes());
                 let tc = i32::from(int16_kernel(c as i16, tanh_m, tanh_s, true));
                 let (m, s) = scales[8];
-                let h = (mbqm(o * tc, m, s) + p.hidden_zp).clamp(-128, 127);
+                let h = mbqm(o * tc, m, s)
+                    .saturating_add(p.hidden_zp)
+                    .clamp(-128, 127);
                 arena[y0 + row * nc + j] = h as i8 as u8;
             }
             arena.copy_within(y0 + row * nc..y0 + (row + 1) * nc, h0 + b * nc);
