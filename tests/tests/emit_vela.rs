@@ -505,6 +505,7 @@ fn softmax_lut_dma_matches_vela() {
             layout: npu_build::ethos_u::npu_op::Layout::Nhwc,
             dtype: ElemType::I8,
             zero_point: 0,
+            reverse: [false; 2],
         };
         let input = FeatureMap {
             shape: [1, 1, 10],
@@ -763,6 +764,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                 layout: layout(ip.format()),
                 dtype: ifm_type,
                 zero_point: zp(r0(Cmd0::SET_IFM_ZERO_POINT)),
+                reverse: [false; 2],
             },
         };
         let ofm = RegFm {
@@ -784,6 +786,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                 layout: layout(op_.format()),
                 dtype: ofm_type,
                 zero_point: zp(r0(Cmd0::SET_OFM_ZERO_POINT)),
+                reverse: [false; 2],
             },
         };
         let elementwise = matches!(kind, NpuOpKind::Elementwise { .. });
@@ -826,6 +829,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                             layout: layout(i2p.format()),
                             dtype: elem(i2p.precision(), i2p.activation_type()),
                             zero_point,
+                            reverse: [false; 2],
                         };
                         ifm2 = Some(RegFm {
                             region: r0(Cmd0::SET_IFM2_REGION) as u8,

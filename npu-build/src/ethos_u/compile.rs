@@ -1192,6 +1192,7 @@ fn in_place_aliases(
                 && a.shape == o.shape
                 && a.strides == o.strides
                 && a.layout == o.layout
+                && a.reverse == o.reverse
                 && a.dtype.bytes() == o.dtype.bytes()
                 && program.buffers[a.buffer].size == program.buffers[o.buffer].size
                 && !matches!(program.buffers[a.buffer].io, Some(Io::Output(_)))

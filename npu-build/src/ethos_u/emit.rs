@@ -485,8 +485,24 @@ impl<'a> Emitter<'a> {
                 f.addr
             )));
         }
+        // A reversed axis starts at the box's last row or column and steps back.
+        let [sy, sx, sc] = f.fm.strides.map(|v| v as i64);
+        let [h, w] = [f.fm.shape[0], f.fm.shape[1]].map(|v| v.saturating_sub(1) as i64);
+        let mut base = f.addr as i64;
+        let (mut sy, mut sx) = (sy, sx);
+        if f.fm.reverse != [false; 2] && f.fm.layout != Layout::Nhwc {
+            return Err(ctx.limit(format!("{what}: a reversed box must be NHWC")));
+        }
+        if f.fm.reverse[0] {
+            base += h * sy;
+            sy = -sy;
+        }
+        if f.fm.reverse[1] {
+            base += w * sx;
+            sx = -sx;
+        }
         self.w
-            .address(ctx, cmds.base[0], &format!("{what} base"), f.addr)?;
+            .address(ctx, cmds.base[0], &format!("{what} base"), base as u64)?;
         for &b in &cmds.base[1..] {
             self.w.address(ctx, b, &format!("{what} base"), 0)?;
         }
@@ -507,13 +523,12 @@ impl<'a> Emitter<'a> {
             let v = ctx.minus_one(&format!("{what} depth"), f.fm.shape[2], MAX_M1)?;
             self.w.cmd0(d_m1, v);
         }
-        let [sy, sx, sc] = f.fm.strides;
         self.w
-            .address(ctx, cmds.stride[0], &format!("{what} stride y"), sy as u64)?;
+            .stride(ctx, cmds.stride[0], &format!("{what} stride y"), sy)?;
         self.w
-            .address(ctx, cmds.stride[1], &format!("{what} stride x"), sx as u64)?;
+            .stride(ctx, cmds.stride[1], &format!("{what} stride x"), sx)?;
         self.w
-            .address(ctx, cmds.stride[2], &format!("{what} stride c"), sc as u64)?;
+            .stride(ctx, cmds.stride[2], &format!("{what} stride c"), sc)?;
         Ok(())
     }
 

@@ -24,6 +24,8 @@ use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 fn is_plain_copy(op: &NpuOp) -> bool {
     let (lo, hi) = op.ofm.dtype.range();
     matches!(op.kind, NpuOpKind::Pool(_))
+        && op.ifm.reverse == [false; 2]
+        && op.ofm.reverse == [false; 2]
         && op.activation.lut.is_none()
         && op.activation.builtin.is_none()
         && i64::from(op.activation.min) <= lo.max(-32768)
@@ -126,7 +128,9 @@ pub(super) fn fuse(
             && !pinned.contains(&a)
             && readers[a] == [k]
             && !ws.is_empty()
-            && ws.iter().all(|&w| w < k && !removed[w]);
+            && ws
+                .iter()
+                .all(|&w| w < k && !removed[w] && program.ops[w].ofm.reverse == [false; 2]);
         if !ok {
             continue;
         }

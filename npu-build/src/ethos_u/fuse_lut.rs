@@ -82,6 +82,8 @@ pub(super) fn fuse(
             && l.ifm.shape == a.ofm.shape
             && l.ifm.strides == a.ofm.strides
             && l.ifm.layout == a.ofm.layout
+            && a.ofm.reverse == [false; 2]
+            && l.ofm.reverse == [false; 2]
             && a.ofm.dtype == l.ofm.dtype
             && program.buffers[b].io.is_none()
             && matches!(program.buffers[b].kind, BufferKind::Arena)

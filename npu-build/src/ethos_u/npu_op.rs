@@ -116,6 +116,11 @@ pub struct FeatureMap {
     pub layout: Layout,
     pub dtype: ElemType,
     pub zero_point: i32,
+    /// The operation walks the box from its last row (`reverse[0]`) or column (`reverse[1]`)
+    /// backwards: the registers get that element's address and negated strides (Vela's
+    /// MirrorPad writes). The bytes touched are the box's either way; only OFMs of copies use
+    /// it.
+    pub reverse: [bool; 2],
 }
 
 impl FeatureMap {
@@ -136,6 +141,7 @@ impl FeatureMap {
             layout: Layout::Nhwc,
             dtype,
             zero_point,
+            reverse: [false; 2],
         }
     }
 
@@ -151,6 +157,7 @@ impl FeatureMap {
             layout: Layout::Nhcwb16,
             dtype,
             zero_point,
+            reverse: [false; 2],
         }
     }
 

@@ -46,7 +46,12 @@ fn whole(program: &Program, fm: &FeatureMap) -> bool {
 
 /// Whether operation `op` can run on a stripe of its rows.
 fn stripeable(op: &NpuOp) -> bool {
-    if op.upscale != IfmUpscaleMode::None || op.ofm.shape[0] < 2 {
+    // Stripes map OFM rows forward onto IFM rows.
+    if op.upscale != IfmUpscaleMode::None
+        || op.ofm.shape[0] < 2
+        || op.ofm.reverse != [false; 2]
+        || op.ifm.reverse != [false; 2]
+    {
         return false;
     }
     match &op.kind {

@@ -121,6 +121,7 @@ impl Placed<'_> {
             && self.fm.strides == other.fm.strides
             && self.fm.layout == other.fm.layout
             && self.fm.dtype == other.fm.dtype
+            && self.fm.reverse == other.fm.reverse
     }
 
     /// The box's `[y, x, c]` origin in the tensor, from its byte offset.
@@ -242,6 +243,11 @@ pub(super) fn block_dependency(
     // Without reserved LUT banks the accumulators of this op would overwrite the LUT of the
     // previous one while it runs.
     if lut_shares_accumulators && prev.used_lut && !cur.uses_lut {
+        return 0;
+    }
+    // A box written backwards finishes its first rows last: no overlap with its readers.
+    if prev.ofm.fm.reverse != [false; 2] && cur.ifms.iter().flatten().any(|f| f.overlaps(&prev.ofm))
+    {
         return 0;
     }
     let index = match cur.ifms[1] {

@@ -113,6 +113,17 @@ impl Writer {
         Ok(())
     }
 
+    /// A stride register: a 40-bit two's complement value (negative strides walk a box
+    /// backwards; a value of 2^39 and above is taken as its 40-bit pattern).
+    pub fn stride(&mut self, ctx: &Ctx, op: Cmd1, what: &str, value: i64) -> Result<()> {
+        if !(-(1i64 << 39)..(1i64 << 40)).contains(&value) {
+            return Err(ctx.limit(format!("{what} = {value} does not fit 40 bits")));
+        }
+        let [w0, w1] = op.encode_address((value as u64) & ((1 << 40) - 1));
+        self.cmd1(op, (w0 >> 16) as u16, w1);
+        Ok(())
+    }
+
     /// Checks that `[start, start + len)` is addressable.
     pub fn check_range(&self, ctx: &Ctx, what: &str, start: u64, len: u64) -> Result<()> {
         match start.checked_add(len) {

@@ -304,6 +304,7 @@ fn flat_view(cx: &mut Lowering<'_>, op: &Op, t: TensorId, shape: [usize; 3]) -> 
         layout: p.layout,
         dtype,
         zero_point,
+        reverse: [false; 2],
     };
     if !is_contiguous(&own) {
         return Err(cx.limit(

@@ -54,6 +54,17 @@ impl Machine {
 
     fn addr(fm: &FeatureMap, y: usize, x: usize, c: usize) -> usize {
         assert_eq!(fm.layout, Layout::Nhwc);
+        // A reversed axis visits the box's rows (columns) last to first.
+        let y = if fm.reverse[0] {
+            fm.shape[0] - 1 - y
+        } else {
+            y
+        };
+        let x = if fm.reverse[1] {
+            fm.shape[1] - 1 - x
+        } else {
+            x
+        };
         fm.offset + y * fm.strides[0] + x * fm.strides[1] + c * fm.strides[2]
     }
 

@@ -121,6 +121,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
             layout: Layout::Nhwc,
             dtype,
             zero_point: zp,
+            reverse: [false; 2],
         }
     };
     let state = |fm: &FeatureMap, dtype: ElemType, zp: i32| FeatureMap {
@@ -131,6 +132,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
         layout: Layout::Nhwc,
         dtype,
         zero_point: zp,
+        reverse: [false; 2],
     };
     let h_state = state(&hfm, ElemType::I8, p.hidden_zp);
     let c_state = state(&cfm, ElemType::I16, 0);

@@ -238,6 +238,7 @@ impl<'g> Lowering<'g> {
             layout: p.layout,
             dtype,
             zero_point,
+            reverse: [false; 2],
         })
     }
 

@@ -22,7 +22,7 @@ use super::Lowering;
 use super::pool::copy_op;
 use crate::error::Result;
 use crate::ethos_u::npu_op::{FeatureMap, Layout};
-use crate::ir::{Op, OpKind, TensorId};
+use crate::ir::{Op, OpKind, PadMode, TensorId};
 use crate::reference::remap::{RemapPlan, space_depth_transpose};
 
 /// Most copies one operator may take on the NPU (more: the CPU kernel is the better choice).
@@ -37,9 +37,17 @@ struct Axis {
     /// Element strides in the input and the output.
     is: usize,
     os: usize,
-    /// `(input coordinate, output coordinate, length)` runs that move as one block.
-    segs: Vec<(usize, usize, usize)>,
+    /// `(input coordinate, output coordinate, length, reversed)` runs that move as one block:
+    /// output coordinate `o + k` reads input `i + k`, or `i - k` when reversed (a copy whose
+    /// OFM box is written backwards along that axis).
+    segs: Vec<Seg>,
 }
+
+type Seg = (usize, usize, usize, bool);
+
+/// One strided copy: `(input offset, output offset, shape, input strides, output strides,
+/// OFM rows / columns written backwards)`, offsets and strides in elements.
+type CopyPlan = (usize, usize, [usize; 3], [usize; 3], [usize; 3], [bool; 2]);
 
 /// Row-major element strides of `shape`.
 fn dense(shape: &[usize]) -> Vec<usize> {
@@ -87,7 +95,7 @@ fn transpose_axes(in_shape: &[usize], perm: &[usize]) -> Vec<Axis> {
             Axis {
                 is: is[i],
                 os: os[at],
-                segs: vec![(0, 0, merged[i])],
+                segs: vec![(0, 0, merged[i], false)],
             }
         })
         .collect()
@@ -100,11 +108,16 @@ fn remap_axes(plan: &RemapPlan) -> Vec<Axis> {
         .iter()
         .enumerate()
         .map(|(d, map)| {
-            let mut segs: Vec<(usize, usize, usize)> = Vec::new();
+            let mut segs: Vec<Seg> = Vec::new();
             for (o, &i) in map.iter().enumerate() {
                 match segs.last_mut() {
-                    Some((i0, _, n)) if *i0 + *n == i => *n += 1,
-                    _ => segs.push((i, o, 1)),
+                    Some((i0, _, n, false)) if *i0 + *n == i => *n += 1,
+                    // Runs of decreasing input coordinates (MirrorPad, Reverse).
+                    Some((i0, _, n, rev)) if (*rev || *n == 1) && *i0 >= *n && *i0 - *n == i => {
+                        *n += 1;
+                        *rev = true;
+                    }
+                    _ => segs.push((i, o, 1, false)),
                 }
             }
             Axis {
@@ -117,17 +130,31 @@ fn remap_axes(plan: &RemapPlan) -> Vec<Axis> {
 }
 
 /// The axes as a list of single-element segments.
-fn unrolled(a: &Axis) -> Vec<(usize, usize, usize)> {
+fn unrolled(a: &Axis) -> Vec<Seg> {
     a.segs
         .iter()
-        .flat_map(|&(i, o, n)| (0..n).map(move |k| (i + k, o + k, 1)))
+        .flat_map(|&(i, o, n, rev)| {
+            (0..n).map(move |k| (if rev { i - k } else { i + k }, o + k, 1, false))
+        })
         .collect()
 }
 
-/// Copies for `axes`: chooses the C, H and W axes, unrolls the rest, and returns per copy the
-/// `(input offset, output offset, shape, input strides, output strides)` in elements.
-#[allow(clippy::type_complexity)]
-fn plan_copies(axes: &[Axis]) -> Option<Vec<(usize, usize, [usize; 3], [usize; 3], [usize; 3])>> {
+/// The segments of `a` with the reversed ones unrolled (for the C axis, which is always
+/// walked forwards).
+fn forward(a: &Axis) -> Vec<Seg> {
+    let mut out = Vec::new();
+    for &(i, o, n, rev) in &a.segs {
+        if rev {
+            out.extend((0..n).map(|k| (i - k, o + k, 1, false)));
+        } else {
+            out.push((i, o, n, false));
+        }
+    }
+    out
+}
+
+/// Copies for `axes`: chooses the C, H and W axes, unrolls the rest, and returns the copies.
+fn plan_copies(axes: &[Axis]) -> Option<Vec<CopyPlan>> {
     let axes: Vec<&Axis> = axes.iter().filter(|a| !a.segs.is_empty()).collect();
     // The C axis: innermost in both tensors.
     let c = axes.iter().position(|a| a.is == 1 && a.os == 1);
@@ -135,8 +162,10 @@ fn plan_copies(axes: &[Axis]) -> Option<Vec<(usize, usize, [usize; 3], [usize; 3
     let count = |box_axes: &[usize]| -> usize {
         (0..axes.len())
             .map(|i| {
-                if box_axes.contains(&i) || Some(i) == c {
+                if box_axes.contains(&i) {
                     axes[i].segs.len()
+                } else if Some(i) == c {
+                    forward(axes[i]).len()
                 } else {
                     axes[i].segs.iter().map(|s| s.2).sum()
                 }
@@ -157,17 +186,17 @@ fn plan_copies(axes: &[Axis]) -> Option<Vec<(usize, usize, [usize; 3], [usize; 3
         return None;
     }
     // Per axis, its segments, and its slot in [H, W, C] (None: unrolled, extent 1).
-    let mut lists: Vec<(Option<usize>, Vec<(usize, usize, usize)>)> = Vec::new();
+    let mut lists: Vec<(Option<usize>, Vec<Seg>)> = Vec::new();
     for (i, a) in axes.iter().enumerate() {
         let slot = if Some(i) == c {
             Some(2)
         } else {
             best.iter().position(|&b| b == i)
         };
-        let segs = if slot.is_some() {
-            a.segs.clone()
-        } else {
-            unrolled(a)
+        let segs = match slot {
+            Some(2) => forward(a),
+            Some(_) => a.segs.clone(),
+            None => unrolled(a),
         };
         lists.push((slot, segs));
     }
@@ -178,17 +207,24 @@ fn plan_copies(axes: &[Axis]) -> Option<Vec<(usize, usize, [usize; 3], [usize; 3
         let mut shape = [1usize; 3];
         let mut ist = [1usize; 3];
         let mut ost = [1usize; 3];
+        let mut rev = [false; 2];
         for (k, (slot, segs)) in lists.iter().enumerate() {
-            let (i, o, n) = segs[idx[k]];
-            io += i * axes[k].is;
+            let (i, o, n, back) = segs[idx[k]];
+            // A reversed run reads its input block forwards from its lowest coordinate and
+            // writes the output block backwards.
+            let first = if back { i + 1 - n } else { i };
+            io += first * axes[k].is;
             oo += o * axes[k].os;
             if let Some(s) = *slot {
                 shape[s] = n;
                 ist[s] = axes[k].is;
                 ost[s] = axes[k].os;
+                if back && s < 2 {
+                    rev[s] = true;
+                }
             }
         }
-        out.push((io, oo, shape, ist, ost));
+        out.push((io, oo, shape, ist, ost, rev));
         let mut k = lists.len();
         loop {
             if k == 0 {
@@ -230,6 +266,7 @@ fn dense_fm(cx: &mut Lowering<'_>, op: &Op, t: TensorId) -> Result<FeatureMap> {
         layout: Layout::Nhwc,
         dtype,
         zero_point: 0,
+        reverse: [false; 2],
     })
 }
 
@@ -243,12 +280,7 @@ fn tile_steps(
     in_shape: &[usize],
     multiples: &[usize],
     direct: usize,
-) -> Option<
-    Vec<(
-        bool,
-        Vec<(usize, usize, [usize; 3], [usize; 3], [usize; 3])>,
-    )>,
-> {
+) -> Option<Vec<(bool, Vec<CopyPlan>)>> {
     if in_shape.len() != multiples.len() || multiples.contains(&0) {
         return None;
     }
@@ -260,7 +292,7 @@ fn tile_steps(
             .map(|d| Axis {
                 is: src[d],
                 os: os[d],
-                segs: vec![(0, 0, extent[d])],
+                segs: vec![(0, 0, extent[d], false)],
             })
             .collect()
     };
@@ -279,11 +311,88 @@ fn tile_steps(
                 true,
                 block
                     .iter()
-                    .map(|&(io, oo, sh, ist, ost)| (io, oo + shift, sh, ist, ost))
+                    .map(|&(io, oo, sh, ist, ost, rev)| (io, oo + shift, sh, ist, ost, rev))
                     .collect(),
             ));
         }
         filled[d] = out[d];
+    }
+    let total: usize = steps.iter().map(|s| s.1.len()).sum();
+    (total < direct && total <= MAX_COPIES).then_some(steps)
+}
+
+/// A reflect or symmetric MirrorPad as Vela writes it: the input copied into the output's
+/// middle, then each padded axis (H, then W over the full padded height) filled by one
+/// backwards copy per side from the rows already in the output. `None` where that does not
+/// apply (edge mode, padded channels, more than three dimensions that are not 1) or would not
+/// take fewer copies than `direct`.
+fn mirror_steps(
+    in_shape: &[usize],
+    pads: &[(usize, usize)],
+    mode: PadMode,
+    direct: usize,
+) -> Option<Vec<(bool, Vec<CopyPlan>)>> {
+    let extra = match mode {
+        PadMode::Reflect => 1,
+        PadMode::Symmetric => 0,
+        PadMode::Edge => return None,
+    };
+    let r = in_shape.len();
+    if pads.len() != r || r == 0 {
+        return None;
+    }
+    // Right-aligned into [H, W, C]; leading dimensions must be 1 and unpadded.
+    let lead = r.saturating_sub(3);
+    if in_shape[..lead].iter().any(|&d| d != 1) || pads[..lead].iter().any(|&p| p != (0, 0)) {
+        return None;
+    }
+    let mut shape = [1usize; 3];
+    let mut pad = [(0usize, 0usize); 3];
+    for (k, d) in (lead..r).enumerate() {
+        shape[3 - (r - lead) + k] = in_shape[d];
+        pad[3 - (r - lead) + k] = pads[d];
+    }
+    if pad[2] != (0, 0) {
+        return None;
+    }
+    let out = [0, 1, 2].map(|d| shape[d] + pad[d].0 + pad[d].1);
+    let is = [shape[1] * shape[2], shape[2], 1];
+    let os = [out[1] * out[2], out[2], 1];
+    let centre = pad[0].0 * os[0] + pad[1].0 * os[1];
+    let mut steps = vec![(false, vec![(0, centre, shape, is, os, [false; 2])])];
+    // The output box filled so far: per axis, start and extent.
+    let mut start = [pad[0].0, pad[1].0, 0];
+    let mut extent = shape;
+    for d in 0..2 {
+        let (b, a) = pad[d];
+        let n = shape[d];
+        let mut copies = Vec::new();
+        // (first source row, first destination row, rows): the source rows read forwards,
+        // written backwards.
+        for (src, dst, rows) in [(b + extra, 0, b), (b + n - extra - a, b + n, a)] {
+            if rows == 0 {
+                continue;
+            }
+            let mut box_shape = extent;
+            box_shape[d] = rows;
+            let mut rev = [false; 2];
+            rev[d] = true;
+            let other = 1 - d;
+            let base = start[other] * os[other];
+            copies.push((
+                src * os[d] + base,
+                dst * os[d] + base,
+                box_shape,
+                os,
+                os,
+                rev,
+            ));
+        }
+        if !copies.is_empty() {
+            steps.push((true, copies));
+        }
+        start[d] = 0;
+        extent[d] = out[d];
     }
     let total: usize = steps.iter().map(|s| s.1.len()).sum();
     (total < direct && total <= MAX_COPIES).then_some(steps)
@@ -316,12 +425,10 @@ fn emit(cx: &mut Lowering<'_>, op: &Op, axes: &[Axis]) -> Result<()> {
         return Ok(());
     }
     let copies = plan_copies(axes);
+    let direct = copies.as_ref().map_or(usize::MAX, Vec::len);
     let tiled = match &op.kind {
-        OpKind::Tile { multiples } => tile_steps(
-            &xt.shape,
-            multiples,
-            copies.as_ref().map_or(usize::MAX, Vec::len),
-        ),
+        OpKind::Tile { multiples } => tile_steps(&xt.shape, multiples, direct),
+        OpKind::MirrorPad { pads, mode } => mirror_steps(&xt.shape, pads, *mode, direct),
         _ => None,
     };
     let steps = match (tiled, copies) {
@@ -337,9 +444,9 @@ fn emit(cx: &mut Lowering<'_>, op: &Op, axes: &[Axis]) -> Result<()> {
     let xfm = dense_fm(cx, op, x)?;
     let yfm = dense_fm(cx, op, y)?;
     let e = xt.dtype.size();
-    for (io, oo, shape, ist, ost, from_y) in steps.into_iter().flat_map(|(from_y, c)| {
+    for (io, oo, shape, ist, ost, rev, from_y) in steps.into_iter().flat_map(|(from_y, c)| {
         c.into_iter()
-            .map(move |(a, b, s, i, o)| (a, b, s, i, o, from_y))
+            .map(move |(a, b, s, i, o, r)| (a, b, s, i, o, r, from_y))
     }) {
         if shape.iter().any(|&d| d > MAX_EXTENT) {
             return Err(cx.limit(
@@ -358,6 +465,7 @@ fn emit(cx: &mut Lowering<'_>, op: &Op, axes: &[Axis]) -> Result<()> {
             offset: yfm.offset + oo * e,
             shape,
             strides: ost.map(|s| s * e),
+            reverse: rev,
             ..yfm.clone()
         };
         let copy = copy_op(&op.name, ifm, ofm)?;
@@ -416,17 +524,17 @@ mod tests {
                 Axis {
                     is: 128,
                     os: 16,
-                    segs: vec![(0, 0, 4)]
+                    segs: vec![(0, 0, 4, false)]
                 },
                 Axis {
                     is: 16,
                     os: 64,
-                    segs: vec![(0, 0, 8)]
+                    segs: vec![(0, 0, 8, false)]
                 },
                 Axis {
                     is: 1,
                     os: 1,
-                    segs: vec![(0, 0, 16)]
+                    segs: vec![(0, 0, 16, false)]
                 },
             ]
         );
@@ -452,7 +560,7 @@ mod tests {
         let steps = tile_steps(&[1, 3, 4, 5], &[1, 1, 2, 3], 6).expect("steps");
         assert!(!steps[0].0 && steps[1..].iter().all(|s| s.0));
         for (_, copies) in &steps[1..] {
-            for &(io, oo, _, _, _) in copies {
+            for &(io, oo, _, _, _, _) in copies {
                 assert!(oo > io);
             }
         }
@@ -464,7 +572,7 @@ mod tests {
         let a = transpose_axes(&[3, 2, 4, 5], &[3, 1, 0, 2]);
         let copies = plan_copies(&a).expect("few copies");
         let mut hit = vec![0; 120];
-        for (_, oo, shape, _, ost) in &copies {
+        for (_, oo, shape, _, ost, _) in &copies {
             for h in 0..shape[0] {
                 for w in 0..shape[1] {
                     for c in 0..shape[2] {
@@ -474,5 +582,115 @@ mod tests {
             }
         }
         assert!(hit.iter().all(|&n| n == 1));
+    }
+
+    /// The input element each output element reads, by running `copies` (reversed boxes
+    /// written backwards, as the NPU does).
+    fn sources(copies: &[CopyPlan], n_out: usize) -> Vec<Option<usize>> {
+        let mut src = vec![None; n_out];
+        for &(io, oo, shape, ist, ost, rev) in copies {
+            for h in 0..shape[0] {
+                for w in 0..shape[1] {
+                    for c in 0..shape[2] {
+                        let (oh, ow) = (
+                            if rev[0] { shape[0] - 1 - h } else { h },
+                            if rev[1] { shape[1] - 1 - w } else { w },
+                        );
+                        let i = io + h * ist[0] + w * ist[1] + c * ist[2];
+                        src[oo + oh * ost[0] + ow * ost[1] + c * ost[2]] = Some(i);
+                    }
+                }
+            }
+        }
+        src
+    }
+
+    #[test]
+    fn reflected_runs_are_one_backwards_copy_each() {
+        // MirrorPad REFLECT by 2 on both sides of a 5-row, 3-channel tensor: rows
+        // 2 1 | 0 1 2 3 4 | 3 2.
+        let map = vec![2, 1, 0, 1, 2, 3, 4, 3, 2];
+        let plan = RemapPlan {
+            in_shape: vec![5, 3],
+            out_shape: vec![9, 3],
+            maps: vec![map.clone(), vec![0, 1, 2]],
+        };
+        let axes = remap_axes(&plan);
+        assert_eq!(
+            axes[0].segs,
+            vec![(2, 0, 3, true), (1, 3, 4, false), (3, 7, 2, true)]
+        );
+        let copies = plan_copies(&axes).expect("copies");
+        assert_eq!(copies.len(), 3);
+        let want: Vec<Option<usize>> = map
+            .iter()
+            .flat_map(|&r| (0..3).map(move |c| Some(r * 3 + c)))
+            .collect();
+        assert_eq!(sources(&copies, 27), want);
+        // Reversal along the innermost (C) axis is unrolled: the hardware walks C forwards.
+        let plan = RemapPlan {
+            in_shape: vec![2, 4],
+            out_shape: vec![2, 4],
+            maps: vec![vec![0, 1], vec![3, 2, 1, 0]],
+        };
+        let copies = plan_copies(&remap_axes(&plan)).expect("copies");
+        let want: Vec<Option<usize>> = (0..2)
+            .flat_map(|r| (0..4).map(move |c| Some(r * 4 + 3 - c)))
+            .collect();
+        assert_eq!(sources(&copies, 8), want);
+    }
+
+    #[test]
+    fn mirror_pads_fill_from_the_output_in_five_copies() {
+        // [1, 8, 8, 16] padded (1, 2) in H and (2, 1) in W, both modes: the middle, two
+        // backwards copies of rows, two of columns over the full height.
+        for (mode, edge) in [(PadMode::Reflect, 1), (PadMode::Symmetric, 0)] {
+            let pads = [(0, 0), (1, 2), (2, 1), (0, 0)];
+            let steps = mirror_steps(&[1, 8, 8, 16], &pads, mode, usize::MAX).expect("steps");
+            assert_eq!(steps.iter().map(|s| s.1.len()).sum::<usize>(), 5);
+            // Run the steps on coordinates: output element -> input element it ends up with.
+            let (oh, ow) = (11, 11);
+            let mut y: Vec<Option<usize>> = vec![None; oh * ow * 16];
+            for (from_y, copies) in &steps {
+                let src_of = |i: usize, y: &[Option<usize>]| if *from_y { y[i] } else { Some(i) };
+                for &(io, oo, shape, ist, ost, rev) in copies {
+                    let snapshot = y.clone();
+                    for h in 0..shape[0] {
+                        for w in 0..shape[1] {
+                            for c in 0..shape[2] {
+                                let (th, tw) = (
+                                    if rev[0] { shape[0] - 1 - h } else { h },
+                                    if rev[1] { shape[1] - 1 - w } else { w },
+                                );
+                                let i = io + h * ist[0] + w * ist[1] + c * ist[2];
+                                y[oo + th * ost[0] + tw * ost[1] + c * ost[2]] =
+                                    src_of(i, &snapshot);
+                            }
+                        }
+                    }
+                }
+            }
+            let mirror = |o: usize, b: usize, n: usize| -> usize {
+                if o < b {
+                    b - o - 1 + edge
+                } else if o < b + n {
+                    o - b
+                } else {
+                    n - 1 - edge - (o - b - n)
+                }
+            };
+            for r in 0..oh {
+                for q in 0..ow {
+                    for c in 0..16 {
+                        let want = (mirror(r, 1, 8) * 8 + mirror(q, 2, 8)) * 16 + c;
+                        assert_eq!(
+                            y[(r * ow + q) * 16 + c],
+                            Some(want),
+                            "{mode:?} ({r}, {q}, {c})"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -135,7 +135,8 @@ fn tiles() {
 
 #[test]
 fn mirror_pads_in_every_mode() {
-    // The copy counts: runs of consecutive source rows times columns times channel runs.
+    // The copy counts: runs of consecutive source rows (forwards, or backwards in H and W)
+    // times columns times channel runs.
     type Case<'a> = (PadMode, &'a [usize], &'a [(usize, usize)], bool);
     let cases: &[Case] = &[
         // 4 x 4 copies.
@@ -152,12 +153,12 @@ fn mirror_pads_in_every_mode() {
             &[(0, 0), (2, 1), (1, 2), (1, 1)],
             true,
         ),
-        // Pads of the whole size: 7 x 9 x 4 = 252 copies, the CPU.
+        // Pads of the whole size: 3 x 3 x 4 = 36 copies (reflected runs backwards).
         (
             PadMode::Symmetric,
             &[1, 5, 6, 3],
             &[(0, 0), (5, 1), (2, 6), (0, 3)],
-            false,
+            true,
         ),
         // 9 x 7 = 63 copies.
         (
@@ -168,11 +169,19 @@ fn mirror_pads_in_every_mode() {
         ),
         // 7 x 5.
         (PadMode::Symmetric, &[4, 3], &[(2, 4), (3, 1)], true),
-        // Three padded dimensions: 5 x 5 x 5 = 125 copies, the CPU.
+        // Three padded dimensions: the innermost one's 5 runs unrolled into single channels,
+        // within the copy limit now that runs go backwards too.
         (
             PadMode::Reflect,
             &[3, 4, 5],
             &[(2, 2), (1, 3), (2, 2)],
+            true,
+        ),
+        // Channels of 40 mirrored one by one with both other axes padded: the CPU.
+        (
+            PadMode::Reflect,
+            &[1, 6, 7, 40],
+            &[(0, 0), (2, 2), (3, 3), (30, 30)],
             false,
         ),
     ];
@@ -204,8 +213,10 @@ fn reverses_along_any_axes() {
         (&[1, 4, 5, 6], &[3], true),
         (&[1, 4, 5, 3], &[1, 2, 3], true),
         (&[7, 9], &[0, 1], true),
-        // 128 rows to reverse one by one: the CPU.
-        (&[1, 128, 2, 3], &[1], false),
+        // 128 rows: one copy writing them backwards.
+        (&[1, 128, 2, 3], &[1], true),
+        // 128 channels to reverse one by one (C is walked forwards): the CPU.
+        (&[1, 2, 2, 128], &[3], false),
     ];
     for (k, (shape, axes, npu)) in cases.iter().enumerate() {
         let g = one_op(
