@@ -280,7 +280,8 @@ fn malformed_lstm_is_an_error_naming_the_node() {
         .position(|op| matches!(op.kind, OpKind::Lstm(_)))
         .expect("an LSTM");
     let node = graph.ops[k].name.clone();
-    let breakages: [(&str, Box<dyn Fn(&mut npu_build::ir::Graph)>); 3] = [
+    type Breakage = Box<dyn Fn(&mut npu_build::ir::Graph)>;
+    let breakages: [(&str, Breakage); 3] = [
         (
             "recurrent weights [16, 8]",
             Box::new(move |g| {
