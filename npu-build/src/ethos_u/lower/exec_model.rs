@@ -299,9 +299,10 @@ impl Machine {
                             let scaled = |v: i64| scale(v, sc.opa, RoundMode::Dbl, 20);
                             let (a, b) = match sc.mode {
                                 IfmScaleMode::OpaOpb16 => {
-                                    // Only the unit scales the lowerings use are modelled.
-                                    assert!(sc.opa == Scale::UNIT && sc.opb == 1);
-                                    (a, b)
+                                    // Only the unshifted scales the lowerings use are modelled
+                                    // (exact products).
+                                    assert_eq!(sc.opa.shift, 0);
+                                    (a * i64::from(sc.opa.scale), b * i64::from(sc.opb))
                                 }
                                 _ if op.ifm.dtype.bits() != 8 => panic!("not modelled"),
                                 IfmScaleMode::Opa32 => (scaled(a), b << 19),
