@@ -1371,6 +1371,38 @@ fn transpose_conv_phases() {
             Activation::None,
             true,
         ),
+        // Stride 2 with crops (the U65 runs these upscaled: padding 2 before, 1 after; 0 and 0).
+        (
+            [1, 5, 4, 3],
+            4,
+            (4, 4),
+            (2, 2),
+            (1, 1),
+            (10, 8),
+            Activation::None,
+            true,
+        ),
+        (
+            [1, 4, 4, 2],
+            3,
+            (2, 2),
+            (2, 2),
+            (1, 1),
+            (7, 7),
+            Activation::Relu,
+            false,
+        ),
+        // A crop beyond the kernel (no upscaled form: phases on every target).
+        (
+            [1, 4, 3, 2],
+            3,
+            (2, 3),
+            (2, 2),
+            (2, 3),
+            (5, 2),
+            Activation::None,
+            true,
+        ),
         // Outputs beyond the full result (bias only) and a 1x1 kernel.
         (
             [1, 3, 2, 4],

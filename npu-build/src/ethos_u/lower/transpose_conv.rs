@@ -15,7 +15,14 @@
 //! multipliers, DBL rounding) as Conv2D: bit-exact with the reference.
 //!
 //! Vela instead upscales the IFM (IFM_UPSCALE zeros, stride 2 only) and runs one convolution;
-//! it keeps stride 3 on the CPU.
+//! it keeps stride 3 on the CPU. On the Ethos-U65, a stride-2 transposed convolution with fewer
+//! than 16 output channels takes that form here too ([`upscaled`]): the phases' OFMs are
+//! written every other pixel, in bursts shorter than 16 bytes, which the U65's DRAM makes
+//! expensive (op_transpose_conv_s2, 8 channels: 5,954 cycles in phases against 2,794 in Vela's
+//! form on ethos-u65-256). With 16 channels and more the phases win, having a quarter of the
+//! MACs (net_unet's 16- and 32-channel ones: 19,200 and 15,616 cycles in phases against 34,252
+//! and 34,902 upscaled), and on the U55 they win anyway (op_transpose_conv_s2: 2,304 against
+//! 2,944 on ethos-u55-128).
 
 use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, RoundMode};
 
@@ -25,6 +32,7 @@ use super::{Layout, Lowering};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{FeatureMap, Kernel, NpuOp, NpuOpKind};
 use crate::ir::{DType, Op, OpKind, Padding};
+use npu_rt::ethos_u::config::Product;
 
 /// One axis of one phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,6 +146,11 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     if sy == 0 || sx == 0 {
         return Err(Lowering::invalid(op, "strides must be positive"));
     }
+    if (sy, sx) == (2, 2) && cx.accel.product == Product::U65 && o * yfm.dtype.bytes() < 16 {
+        if let Some(p) = upscaled_padding(xfm.shape, yfm.shape, (kh, kw), attrs) {
+            return upscaled(cx, op, &io, xfm, yfm, (o, kh, kw, i), p);
+        }
+    }
     let ys = phases(xfm.shape[0], yfm.shape[0], kh, sy, attrs.pad_top);
     let xs = phases(xfm.shape[1], yfm.shape[1], kw, sx, attrs.pad_left);
     if ys.len() * xs.len() > 4096 {
@@ -227,6 +240,95 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             });
         }
     }
+    Ok(())
+}
+
+/// The padding of the stride-1 convolution over the zero-upscaled input (`2n` rows, input
+/// row `r` at `2r`) that computes a stride-2 transposed convolution with the kernel flipped:
+/// output row `oy` reads upscaled rows `oy - (k - 1 - pad_top) ..`. `None` when a side would
+/// need a negative padding or more than [`MAX_PAD`].
+fn upscaled_padding(
+    x: [usize; 3],
+    y: [usize; 3],
+    (kh, kw): (usize, usize),
+    a: &crate::ir::TransposeConvAttrs,
+) -> Option<Padding> {
+    let side = |n_in: usize, n_out: usize, k: usize, pad: usize| -> Option<(usize, usize)> {
+        let before = (k - 1).checked_sub(pad)?;
+        // Rows the last output's window reaches past the upscaled input.
+        let after = (n_out + k - 1).saturating_sub(2 * n_in + before);
+        (before <= MAX_PAD && after <= MAX_PAD).then_some((before, after))
+    };
+    let (top, bottom) = side(x[0], y[0], kh, a.pad_top)?;
+    let (left, right) = side(x[1], y[1], kw, a.pad_left)?;
+    Some(Padding {
+        top,
+        left,
+        bottom,
+        right,
+    })
+}
+
+/// A stride-2 transposed convolution as Vela runs it: one convolution with the flipped kernel
+/// over the IFM upscaled with zeros (IFM_UPSCALE_MODE_ZEROS: the inserted elements, like
+/// padding, contribute nothing).
+fn upscaled(
+    cx: &mut Lowering<'_>,
+    op: &Op,
+    io: &super::conv::Io,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+    (o, kh, kw, i): (usize, usize, usize, usize),
+    padding: Padding,
+) -> Result<()> {
+    let attrs = match &op.kind {
+        OpKind::TransposeConv2d(a) => a,
+        _ => {
+            return Err(Lowering::invalid(
+                op,
+                "internal: not a transposed convolution",
+            ));
+        }
+    };
+    let raw = raw_weights(cx, op, io.w)?;
+    let wq = weight_quant(cx, op, io.w, o)?;
+    let mut values = Vec::with_capacity(raw.len());
+    for oc in 0..o {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let base = ((oc * kh + (kh - 1 - ky)) * kw + (kw - 1 - kx)) * i;
+                values.extend(
+                    raw[base..base + i]
+                        .iter()
+                        .map(|&v| v - wq.zero_point_at(oc)),
+                );
+            }
+        }
+    }
+    let (scales, round) = channel_scales(cx, op, io, o, false)?;
+    let activation = clamp(cx, op, attrs.activation, io.y, ofm.dtype)?;
+    let weights = finish_weights(cx, op, [o, kh, kw, i], values, scales)?;
+    cx.program.ops.push(NpuOp {
+        name: op.name.clone(),
+        kind: NpuOpKind::Conv(weights),
+        ifm,
+        ofm,
+        kernel: Kernel {
+            h: kh,
+            w: kw,
+            stride_y: 1,
+            stride_x: 1,
+            dilation_y: 1,
+            dilation_x: 1,
+        },
+        padding,
+        upscale: IfmUpscaleMode::Zeros,
+        ofm_scale: None,
+        ifm_round: RoundMode::Dbl,
+        ofm_round: round,
+        activation,
+        block: None,
+    });
     Ok(())
 }
 
