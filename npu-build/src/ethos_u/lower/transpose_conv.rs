@@ -146,10 +146,12 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     if sy == 0 || sx == 0 {
         return Err(Lowering::invalid(op, "strides must be positive"));
     }
-    if (sy, sx) == (2, 2) && cx.accel.product == Product::U65 && o * yfm.dtype.bytes() < 16 {
-        if let Some(p) = upscaled_padding(xfm.shape, yfm.shape, (kh, kw), attrs) {
-            return upscaled(cx, op, &io, xfm, yfm, (o, kh, kw, i), p);
-        }
+    if (sy, sx) == (2, 2)
+        && cx.accel.product == Product::U65
+        && o * yfm.dtype.bytes() < 16
+        && let Some(p) = upscaled_padding(xfm.shape, yfm.shape, (kh, kw), attrs)
+    {
+        return upscaled(cx, op, &io, xfm, yfm, (o, kh, kw, i), p);
     }
     let ys = phases(xfm.shape[0], yfm.shape[0], kh, sy, attrs.pad_top);
     let xs = phases(xfm.shape[1], yfm.shape[1], kw, sx, attrs.pad_left);
