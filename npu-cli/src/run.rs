@@ -32,9 +32,45 @@ pub struct Args {
     /// stdout).
     #[arg(long = "output")]
     pub outputs: Vec<PathBuf>,
+    /// Reference engine: write every activation the interpreter computes to this directory
+    /// (`NNNN.npy` by tensor id, and `index.json` with each tensor's name, shape, type and
+    /// quantization), for comparing a model layer by layer with another runtime.
+    #[arg(long, value_name = "DIR")]
+    pub dump_dir: Option<PathBuf>,
     /// Target of the sim engine.
     #[command(flatten)]
     pub target: crate::compile::TargetArgs,
+}
+
+/// Writes the interpreter's value of every activation of `graph` into `dir`.
+fn dump(graph: &npu_build::ir::Graph, inputs: &[Value], dir: &std::path::Path) -> Result<()> {
+    let values = npu_build::reference::Interpreter::new(graph)?.run_all(inputs)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut index = Vec::new();
+    for (id, (t, v)) in graph.tensors.iter().zip(&values).enumerate() {
+        let Some(v) = v.as_ref().filter(|_| !t.is_const()) else {
+            continue;
+        };
+        let file = format!("{id:04}.npy");
+        v.write_npy(&dir.join(&file))?;
+        let (scale, zero_point) = t
+            .quant
+            .as_ref()
+            .map_or((None, None), |q| (Some(q.scale()), Some(q.zero_point())));
+        index.push(serde_json::json!({
+            "file": file,
+            "name": t.name,
+            "shape": t.shape,
+            "dtype": t.dtype.name(),
+            "scale": scale,
+            "zero_point": zero_point,
+        }));
+    }
+    let path = dir.join("index.json");
+    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Other(e.to_string()))?;
+    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    println!("{} tensors -> {}", index.len(), dir.display());
+    Ok(())
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -51,6 +87,14 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|p| Value::read_npy(p))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(dir) = &args.dump_dir {
+        if args.engine != Engine::Reference {
+            return Err(Error::Other(
+                "--dump-dir needs the reference engine (the NPU keeps only what it must)".into(),
+            ));
+        }
+        dump(&graph, &inputs, dir)?;
+    }
     let outputs = match args.engine {
         Engine::Reference => npu_build::reference::run(&graph, &inputs)?,
         Engine::Sim => {
