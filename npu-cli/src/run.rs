@@ -161,3 +161,33 @@ pub fn run(args: Args) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_writes_every_activation_with_its_name() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/op_lstm");
+        let graph = npu_build::import::load(&root.join("op_lstm.tflite")).expect("import");
+        let x = Value::read_npy(&root.join("io/input_0.npy")).expect("input");
+        let dir = std::env::temp_dir().join(format!("npu-dump-{}", std::process::id()));
+        dump(&graph, std::slice::from_ref(&x), &dir).expect("dump");
+        let index: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).expect("index"))
+                .expect("json");
+        let entries = index.as_array().expect("list");
+        // Input, the LSTM's two states, its output and the sliced graph output.
+        assert_eq!(entries.len(), 5, "{entries:?}");
+        let out = &graph.tensors[graph.outputs[0]].name;
+        let e = entries
+            .iter()
+            .find(|e| e["name"] == out.as_str())
+            .expect("the output is dumped");
+        let got = Value::read_npy(&dir.join(e["file"].as_str().expect("file"))).expect("npy");
+        let want = npu_build::reference::run(&graph, &[x]).expect("run");
+        assert_eq!(got, want[0]);
+        assert_eq!(e["dtype"], "i8");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
