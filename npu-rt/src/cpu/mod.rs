@@ -869,7 +869,7 @@ pub fn run(step: usize, words: &[u32], weights: &[u8], arena: &mut [u8]) -> Resu
 mod tests {
     use super::*;
 
-    fn all_ops() -> [Op; 17] {
+    fn all_ops() -> [Op; 18] {
         let (x, y) = (Buf::weights(16), Buf::arena(32));
         [
             Op::Copy { x, y, bytes: 7 },
@@ -1124,6 +1124,23 @@ mod tests {
                 multiplier: 1 << 30,
                 shift: 0,
             }),
+            Op::Lstm(LstmOp {
+                x: Buf::arena(0),
+                y,
+                h: Buf::arena(8),
+                c: Buf::arena(12),
+                w: Buf::weights(0),
+                bias: Buf::weights(8),
+                scale: Buf::weights(12),
+                batch: 1,
+                time: 2,
+                input: 1,
+                cell: 2,
+                time_major: false,
+                cell_shift: -15,
+                cell_clip: 0,
+                hidden_zp: 3,
+            }),
         ]
     }
 
@@ -1358,5 +1375,64 @@ mod tests {
             *rank = 0;
         }
         assert_eq!(op.execute(&[], &mut arena), None);
+    }
+}
+
+#[cfg(test)]
+mod lstm_tests {
+    use super::*;
+
+    /// One cell, one input, two steps, all weights zero and a cell-gate bias: the input,
+    /// forget and output gates are the table's sigmoid(0) = 0.5, so with products scaled by
+    /// `2^-15` the cell state is `round(g / 2)` after one step and `round(c / 2) + round(g / 2)`
+    /// after two (the state carried), and the hidden state `round(tanh(c) / 256)` plus its
+    /// zero point.
+    #[test]
+    fn a_single_cell_by_hand() {
+        let mut scales: [(i32, i32); LSTM_SCALES] = [(1 << 30, -14); LSTM_SCALES];
+        // Gate paths halve: the cell bias 4096 becomes 2048, 0.5 in Q3.12; the hidden state is
+        // `o * tanh(c)` scaled by 2^-30 * 2^8.
+        scales[..8].fill((1 << 30, 0));
+        scales[8] = (1 << 30, -21);
+        let mut weights = [0u8; 8 + 8 * 4 + LSTM_SCALES * 8];
+        weights[8 + 2 * 4..8 + 3 * 4].copy_from_slice(&4096i32.to_le_bytes());
+        for (k, (m, s)) in scales.iter().enumerate() {
+            let at = 40 + 8 * k;
+            weights[at..at + 4].copy_from_slice(&m.to_le_bytes());
+            weights[at + 4..at + 8].copy_from_slice(&s.to_le_bytes());
+        }
+        let op = Op::Lstm(LstmOp {
+            x: Buf::arena(0),
+            y: Buf::arena(2),
+            h: Buf::arena(4),
+            c: Buf::arena(6),
+            w: Buf::weights(0),
+            bias: Buf::weights(8),
+            scale: Buf::weights(40),
+            batch: 1,
+            time: 2,
+            input: 1,
+            cell: 1,
+            time_major: false,
+            cell_shift: -15,
+            cell_clip: 0,
+            hidden_zp: 3,
+        });
+        let mut arena = [0u8; 8];
+        op.execute(&weights, &mut arena).expect("runs");
+        use crate::ethos_u::builtin_act::{int16_kernel, sigmoid};
+        assert_eq!(sigmoid(0), 16384);
+        let g = i32::from(int16_kernel(2048, 3, 0, true));
+        let half = |v: i32| (v + 1) / 2;
+        let c1 = half(g);
+        let c2 = half(c1) + half(g);
+        assert_eq!(i32::from(i16::from_le_bytes([arena[6], arena[7]])), c2);
+        let h = |c: i32| (i32::from(int16_kernel(c as i16, 3, 3, true)) + 128) / 256 + 3;
+        assert_eq!(arena[2] as i8 as i32, h(c1), "step 1");
+        assert_eq!(arena[3] as i8 as i32, h(c2), "step 2");
+        assert_eq!(
+            arena[4], arena[3],
+            "the hidden state is the last step's output"
+        );
     }
 }
