@@ -371,6 +371,89 @@ pub struct NpuOp {
 }
 
 impl NpuOp {
+    /// An operation of `kind` from `ifm` to `ofm` with the defaults of most: a 1x1 kernel of
+    /// stride 1, no padding or upscaling, no OFM_SCALE (per-channel scales), DBL rounding on
+    /// both sides, and a clamp to the OFM's type; the `with_*` methods change them.
+    ///
+    /// ```
+    /// use npu_build::ethos_u::npu_op::{ElemType, FeatureMap, NpuOp, NpuOpKind, Scale};
+    /// use npu_rt::ethos_u::regs::fields::PoolingMode;
+    /// let fm = FeatureMap::nhwc(0, [4, 4, 8], ElemType::I8, 0);
+    /// let op = NpuOp::new("copy", NpuOpKind::Pool(PoolingMode::Average), fm.clone(), fm)
+    ///     .with_scale(Scale::UNIT);
+    /// assert_eq!(op.ofm_scale, Some(Scale::UNIT));
+    /// assert_eq!((op.activation.min, op.activation.max), (-128, 127));
+    /// ```
+    pub fn new(
+        name: impl Into<String>,
+        kind: NpuOpKind,
+        ifm: FeatureMap,
+        ofm: FeatureMap,
+    ) -> NpuOp {
+        let activation = Activation::none(ofm.dtype);
+        NpuOp {
+            name: name.into(),
+            kind,
+            ifm,
+            ofm,
+            kernel: Kernel::UNIT,
+            padding: crate::ir::Padding::default(),
+            upscale: IfmUpscaleMode::None,
+            ofm_scale: None,
+            ifm_round: RoundMode::Dbl,
+            ofm_round: RoundMode::Dbl,
+            activation,
+            block: None,
+        }
+    }
+
+    /// The kernel geometry.
+    pub fn with_kernel(self, kernel: Kernel) -> NpuOp {
+        NpuOp { kernel, ..self }
+    }
+
+    /// IFM padding.
+    pub fn with_padding(self, padding: crate::ir::Padding) -> NpuOp {
+        NpuOp { padding, ..self }
+    }
+
+    /// IFM upscaling.
+    pub fn with_upscale(self, upscale: IfmUpscaleMode) -> NpuOp {
+        NpuOp { upscale, ..self }
+    }
+
+    /// A global OFM_SCALE (pooling and elementwise operations).
+    pub fn with_scale(self, scale: Scale) -> NpuOp {
+        NpuOp {
+            ofm_scale: Some(scale),
+            ..self
+        }
+    }
+
+    /// OFM_SCALE, if any.
+    pub fn with_ofm_scale(self, ofm_scale: Option<Scale>) -> NpuOp {
+        NpuOp { ofm_scale, ..self }
+    }
+
+    /// The IFM and OFM rounding modes.
+    pub fn with_rounding(self, ifm_round: RoundMode, ofm_round: RoundMode) -> NpuOp {
+        NpuOp {
+            ifm_round,
+            ofm_round,
+            ..self
+        }
+    }
+
+    /// The OFM rounding mode.
+    pub fn with_ofm_round(self, ofm_round: RoundMode) -> NpuOp {
+        NpuOp { ofm_round, ..self }
+    }
+
+    /// The output stage's table, function and clamp.
+    pub fn with_activation(self, activation: Activation) -> NpuOp {
+        NpuOp { activation, ..self }
+    }
+
     /// The buffers the operation reads or writes: IFM, IFM2 (a tensor), its lookup table, OFM
     /// (not weight streams, which are not buffers). The allocator's liveness, striping, table
     /// fusion and the report's schedule all count uses with it.

@@ -26,7 +26,7 @@
 //! - Fully connected: a 1x1 convolution over the input's rows laid out as an H x W grid
 //!   (Vela's grid choice), `[N, K]` -> `[H, W, K]`.
 
-use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::RoundMode;
 
 use super::Lowering;
 use super::pool::{check_window, clamp, is_contiguous, ofm_scale, pieces};
@@ -34,7 +34,7 @@ use crate::error::Result;
 use crate::ethos_u::npu_op::{
     ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind,
 };
-use crate::ir::{Activation, ConvAttrs, DType, Op, OpKind, Padding, Quantization, TensorId};
+use crate::ir::{Activation, ConvAttrs, DType, Op, OpKind, Quantization, TensorId};
 
 /// Per output channel, the sum of |w - zp| may not exceed this (Vela's `WeightSum`).
 const MAX_WEIGHT_SUM: i64 = 127 * 65536;
@@ -254,20 +254,11 @@ fn fully_connected(cx: &mut Lowering<'_>, op: &Op, activation: Activation) -> Re
     let (scales, round) = channel_scales(cx, op, &io, o, true)?;
     let weights = finish_weights(cx, op, [o, 1, 1, k], values, scales)?;
     let activation = clamp(cx, op, activation, io.y, ofm.dtype)?;
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: NpuOpKind::Conv(weights),
-        ifm,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: round,
-        activation,
-        block: None,
-    });
+    cx.program.ops.push(
+        NpuOp::new(op.name.clone(), NpuOpKind::Conv(weights), ifm, ofm)
+            .with_ofm_round(round)
+            .with_activation(activation),
+    );
     Ok(())
 }
 
@@ -622,24 +613,22 @@ fn emit_conv(
             dilation_y: hy,
             dilation_x: hx,
         };
-        cx.program.ops.push(NpuOp {
-            name: op.name.clone(),
-            kind: if depthwise {
-                NpuOpKind::Depthwise(weights.clone())
-            } else {
-                NpuOpKind::Conv(weights.clone())
-            },
-            ifm: piece.ifm,
-            ofm: piece.ofm,
-            kernel,
-            padding: piece.padding,
-            upscale: IfmUpscaleMode::None,
-            ofm_scale: None,
-            ifm_round: RoundMode::Dbl,
-            ofm_round: round,
-            activation: activation.clone(),
-            block: None,
-        });
+        cx.program.ops.push(
+            NpuOp::new(
+                op.name.clone(),
+                if depthwise {
+                    NpuOpKind::Depthwise(weights.clone())
+                } else {
+                    NpuOpKind::Conv(weights.clone())
+                },
+                piece.ifm,
+                piece.ofm,
+            )
+            .with_kernel(kernel)
+            .with_padding(piece.padding)
+            .with_ofm_round(round)
+            .with_activation(activation.clone()),
+        );
     }
     Ok(())
 }
@@ -647,6 +636,7 @@ fn emit_conv(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::Padding;
     use npu_rt::ethos_u::config::ETHOS_U55_128;
 
     fn fixtures() -> std::path::PathBuf {

@@ -21,16 +21,14 @@
 //! on floats; Vela does the same; TFLite Micro's double formula is not what the fixtures' TFLite
 //! ran).
 
-use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, IfmUpscaleMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode};
 
 use super::Lowering;
 use super::pool::{clamp, ofm_scale};
 use crate::error::{Error, Result};
-use crate::ethos_u::npu_op::{
-    FeatureMap, InputScaling, Kernel, Layout, NpuOp, NpuOpKind, Operand2, Scale,
-};
+use crate::ethos_u::npu_op::{FeatureMap, InputScaling, Layout, NpuOp, NpuOpKind, Operand2, Scale};
 use crate::ir::quant::quantize_multiplier;
-use crate::ir::{DType, Op, OpKind, Padding, TensorId};
+use crate::ir::{DType, Op, OpKind, TensorId};
 
 /// TFLite's left shift of 8-bit Add/Sub inputs.
 const LEFT_SHIFT_8BIT: i32 = 20;
@@ -98,25 +96,21 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         }
     };
     let activation = clamp(cx, op, activation, y, ofm.dtype)?;
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: NpuOpKind::Elementwise {
-            mode,
-            ifm2: Some(ifm2),
-            reversed,
-            input_scaling,
-        },
-        ifm,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(ofm_scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        activation,
-        block: None,
-    });
+    cx.program.ops.push(
+        NpuOp::new(
+            op.name.clone(),
+            NpuOpKind::Elementwise {
+                mode,
+                ifm2: Some(ifm2),
+                reversed,
+                input_scaling,
+            },
+            ifm,
+            ofm,
+        )
+        .with_scale(ofm_scale)
+        .with_activation(activation),
+    );
     Ok(())
 }
 
@@ -516,6 +510,7 @@ mod tests {
     use super::*;
     use crate::ethos_u::npu_op::NpuOpKind;
     use npu_rt::ethos_u::config::ETHOS_U55_128;
+    use npu_rt::ethos_u::regs::fields::RoundMode;
 
     fn fixture(name: &str) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

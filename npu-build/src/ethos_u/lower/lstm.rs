@@ -18,16 +18,16 @@
 //! (one copy per step), this writes the output and copies once; the cell clip is folded into
 //! the cell ADD.
 
-use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, IfmUpscaleMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, RoundMode};
 
 use super::Lowering;
 use super::pool::{copy_op, nop};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation, Builtin, ChannelScale, ElemType, FeatureMap, InputScaling, Kernel, Layout, NpuOp,
+    Activation, Builtin, ChannelScale, ElemType, FeatureMap, InputScaling, Layout, NpuOp,
     NpuOpKind, Operand2, Scale,
 };
-use crate::ir::{LstmAttrs, Op, Padding};
+use crate::ir::{LstmAttrs, Op};
 use crate::reference::lstm::LstmPlan;
 
 /// `(multiplier, shift)` of `MultiplyByQuantizedMultiplier` as the output stage's scale: a
@@ -55,25 +55,19 @@ fn elementwise(
     ofm_scale: Scale,
     activation: Activation,
 ) -> NpuOp {
-    NpuOp {
+    NpuOp::new(
         name,
-        kind: NpuOpKind::Elementwise {
+        NpuOpKind::Elementwise {
             mode,
             ifm2: Some(Operand2::Tensor(b)),
             reversed: false,
             input_scaling,
         },
-        ifm: a,
+        a,
         ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(ofm_scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        activation,
-        block: None,
-    }
+    )
+    .with_scale(ofm_scale)
+    .with_activation(activation)
 }
 
 /// `Activation::none(I16)` with a clamp to `lo..=hi`.
@@ -185,19 +179,9 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
             scales,
         )?);
     }
-    let fc_op = |name: String, ifm: FeatureMap, ofm: FeatureMap, w| NpuOp {
-        name,
-        kind: NpuOpKind::Conv(w),
-        ifm,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        activation: Activation::none(ElemType::I16),
-        block: None,
+    let fc_op = |name: String, ifm: FeatureMap, ofm: FeatureMap, w| {
+        NpuOp::new(name, NpuOpKind::Conv(w), ifm, ofm)
+            .with_activation(Activation::none(ElemType::I16))
     };
     // ADD of the two int16 halves times 3: the built-in functions take units of 1/(3 * 4096).
     let gate_add = InputScaling {

@@ -28,7 +28,7 @@
 //! For PRelu Vela uses MUL, MUL, MAX instead (`max(x, alpha x)`), which equals TFLite only for
 //! `alpha <= 1` and up to the rounding of the two multipliers.
 
-use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, IfmUpscaleMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, RoundMode};
 
 use super::Lowering;
 use super::elementwise::{binary_operands, broadcast_hwc, operand2, scalar};
@@ -36,10 +36,10 @@ use super::pool::{clamp, nop, ofm_scale};
 use super::softmax::scratch_fm;
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation as NpuActivation, ElemType, FeatureMap, InputScaling, Kernel, NpuOp, NpuOpKind,
-    Operand2, Scale,
+    Activation as NpuActivation, ElemType, FeatureMap, InputScaling, NpuOp, NpuOpKind, Operand2,
+    Scale,
 };
-use crate::ir::{Activation, DType, Op, OpKind, Padding, TensorId};
+use crate::ir::{Activation, DType, Op, OpKind, TensorId};
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     match op.kind {
@@ -107,9 +107,9 @@ fn elementwise(
     scale: Option<Scale>,
     activation: NpuActivation,
 ) -> NpuOp {
-    NpuOp {
-        name: name.into(),
-        kind: NpuOpKind::Elementwise {
+    NpuOp::new(
+        name,
+        NpuOpKind::Elementwise {
             mode,
             ifm2,
             reversed,
@@ -117,15 +117,9 @@ fn elementwise(
         },
         ifm,
         ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: scale,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        activation,
-        block: None,
-    }
+    )
+    .with_ofm_scale(scale)
+    .with_activation(activation)
 }
 
 fn lower_minmax(cx: &mut Lowering<'_>, op: &Op, mode: ElementwiseMode) -> Result<()> {
@@ -358,32 +352,28 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     // 4. y = n + p - zo, exactly: both operands << 19 (OPA scaled by exactly 1/2 at the
     // 20-bit point), the sum scaled by 2^-19.
     let exact = ofm_scale(2f64.powi(-19)).ok_or_else(|| Lowering::invalid(op, "internal"))?;
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: NpuOpKind::Elementwise {
-            mode: ElementwiseMode::Add,
-            ifm2: Some(Operand2::Tensor(p)),
-            reversed: false,
-            input_scaling: Some(InputScaling {
-                mode: IfmScaleMode::Opa32,
-                opa: Scale {
-                    scale: 1 << 30,
-                    shift: 11,
-                },
-                opb: 0,
-            }),
-        },
-        ifm: n,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(exact),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        activation: full,
-        block: None,
-    });
+    cx.program.ops.push(
+        NpuOp::new(
+            op.name.clone(),
+            NpuOpKind::Elementwise {
+                mode: ElementwiseMode::Add,
+                ifm2: Some(Operand2::Tensor(p)),
+                reversed: false,
+                input_scaling: Some(InputScaling {
+                    mode: IfmScaleMode::Opa32,
+                    opa: Scale {
+                        scale: 1 << 30,
+                        shift: 11,
+                    },
+                    opb: 0,
+                }),
+            },
+            n,
+            ofm,
+        )
+        .with_scale(exact)
+        .with_activation(full),
+    );
     Ok(())
 }
 

@@ -11,17 +11,17 @@
 //! Batch axes must match (no broadcasting of one operand's batch); the lowering refuses
 //! otherwise and the CPU kernel runs the operator.
 
-use npu_rt::ethos_u::regs::fields::{ElementwiseMode, PoolingMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, PoolingMode};
 
 use super::Lowering;
 use super::pool::copy_op;
 use super::softmax::{pool_op, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation as NpuActivation, ElemType, FeatureMap, InputScaling, Kernel, NpuOp, NpuOpKind,
-    Operand2, Scale,
+    Activation as NpuActivation, ElemType, FeatureMap, InputScaling, NpuOp, NpuOpKind, Operand2,
+    Scale,
 };
-use crate::ir::{Op, OpKind, Padding};
+use crate::ir::{Op, OpKind};
 use crate::reference::matmul::BatchMatMul;
 
 /// Most output rows lowered (two operations each).
@@ -103,25 +103,22 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ..a3.clone()
         };
         let products = scratch_fm(cx, format!("{name}/row{row}"), [batch, n, k], ElemType::I32);
-        cx.program.ops.push(NpuOp {
-            name: name.clone(),
-            kind: NpuOpKind::Elementwise {
-                mode: ElementwiseMode::Mul,
-                ifm2: Some(Operand2::Tensor(a_row)),
-                reversed: false,
-                input_scaling: None::<InputScaling>,
-            },
-            activation: NpuActivation::none(ElemType::I32),
-            ifm: bt.clone(),
-            ofm: products.clone(),
-            kernel: Kernel::UNIT,
-            padding: Padding::default(),
-            upscale: npu_rt::ethos_u::regs::fields::IfmUpscaleMode::None,
-            ofm_scale: Some(Scale::UNIT),
-            ifm_round: RoundMode::Dbl,
-            ofm_round: RoundMode::Dbl,
-            block: None,
-        });
+        cx.program.ops.push(
+            NpuOp::new(
+                name.clone(),
+                NpuOpKind::Elementwise {
+                    mode: ElementwiseMode::Mul,
+                    ifm2: Some(Operand2::Tensor(a_row)),
+                    reversed: false,
+                    input_scaling: None::<InputScaling>,
+                },
+                bt.clone(),
+                products.clone(),
+            )
+            .with_upscale(npu_rt::ethos_u::regs::fields::IfmUpscaleMode::None)
+            .with_scale(Scale::UNIT)
+            .with_activation(NpuActivation::none(ElemType::I32)),
+        );
         // Row `row` of the output: `[b, N, 1]`, batch stride M*N, column stride 1.
         let out_row = FeatureMap {
             offset: y3.offset + row * y3.strides[1],

@@ -25,9 +25,9 @@ use super::Lowering;
 use super::softmax::{const_i32, elementwise, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ir::quant::quantize_multiplier;
-use crate::ir::{Op, OpKind, Padding, ReduceOp};
+use crate::ir::{Op, OpKind, ReduceOp};
 use crate::reference::reduce::{Reduce, ReduceMode, scaled_sum};
-use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmUpscaleMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, RoundMode};
 
 /// Rows of one summing convolution.
 const MAX_KERNEL_HEIGHT: usize = 64;
@@ -392,9 +392,9 @@ fn sum_rescale(
 /// bias 0, per-channel scale exactly 1.0 = 2^30 / 2^30).
 fn sum_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize) -> NpuOp {
     let c = ifm.shape[2];
-    NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Depthwise(ConvWeights {
+    NpuOp::new(
+        name,
+        NpuOpKind::Depthwise(ConvWeights {
             shape: [c, kh, kw, 1],
             values: vec![1; c * kh * kw],
             scales: vec![
@@ -406,21 +406,14 @@ fn sum_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize) ->
                 c
             ],
         }),
-        activation: super::super::npu_op::Activation::none(ofm.dtype),
         ifm,
         ofm,
-        kernel: Kernel {
-            h: kh,
-            w: kw,
-            ..Kernel::UNIT
-        },
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        block: None,
-    }
+    )
+    .with_kernel(Kernel {
+        h: kh,
+        w: kw,
+        ..Kernel::UNIT
+    })
 }
 
 #[cfg(test)]

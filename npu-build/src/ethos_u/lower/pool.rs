@@ -18,7 +18,7 @@
 //!   1x1 AVERAGE pool with `OFM_SCALE = QuantizeMultiplier(s_in / s_out)` and DBL rounding,
 //!   which is TFLite's `MultiplyByQuantizedMultiplier` bit for bit.
 
-use npu_rt::ethos_u::regs::fields::{ActivationClipRange, IfmUpscaleMode, PoolingMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{ActivationClipRange, PoolingMode, RoundMode};
 
 use super::Lowering;
 use crate::error::Result;
@@ -111,27 +111,26 @@ pub(super) fn lower_max(
     };
     let stride = [attrs.stride.0, attrs.stride.1];
     for piece in pieces(cx, op, &xfm, &yfm, [kh, kw], stride, attrs.padding)? {
-        cx.program.ops.push(NpuOp {
-            name: op.name.clone(),
-            kind: NpuOpKind::Pool(PoolingMode::Max),
-            ifm: piece.ifm,
-            ofm: piece.ofm,
-            kernel: Kernel {
+        cx.program.ops.push(
+            NpuOp::new(
+                op.name.clone(),
+                NpuOpKind::Pool(PoolingMode::Max),
+                piece.ifm,
+                piece.ofm,
+            )
+            .with_kernel(Kernel {
                 h: kh,
                 w: kw,
                 stride_y: piece.stride_y,
                 stride_x: piece.stride_x,
                 dilation_y: 1,
                 dilation_x: 1,
-            },
-            padding: piece.padding,
-            upscale: IfmUpscaleMode::None,
-            ofm_scale: Some(scale),
-            ifm_round: RoundMode::Dbl,
-            ofm_round: round,
-            activation: activation.clone(),
-            block: None,
-        });
+            })
+            .with_padding(piece.padding)
+            .with_scale(scale)
+            .with_ofm_round(round)
+            .with_activation(activation.clone()),
+        );
     }
     Ok(())
 }
@@ -283,20 +282,11 @@ fn pool_op(
     scale: Scale,
     activation: NpuActivation,
 ) -> NpuOp {
-    NpuOp {
-        name: name.into(),
-        kind: NpuOpKind::Pool(PoolingMode::Average),
-        ifm,
-        ofm,
-        kernel,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Natural,
-        activation,
-        block: None,
-    }
+    NpuOp::new(name, NpuOpKind::Pool(PoolingMode::Average), ifm, ofm)
+        .with_kernel(kernel)
+        .with_scale(scale)
+        .with_ofm_round(RoundMode::Natural)
+        .with_activation(activation)
 }
 
 /// Number of valid input rows under each of `out` windows of size `k`, stride `s`, starting
@@ -566,20 +556,10 @@ pub(super) fn nop(
     round: RoundMode,
     activation: NpuActivation,
 ) -> NpuOp {
-    NpuOp {
-        name: name.into(),
-        kind: NpuOpKind::Pool(PoolingMode::Average),
-        ifm,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: round,
-        activation,
-        block: None,
-    }
+    NpuOp::new(name, NpuOpKind::Pool(PoolingMode::Average), ifm, ofm)
+        .with_scale(scale)
+        .with_ofm_round(round)
+        .with_activation(activation)
 }
 
 /// A table lookup: a 1x1 AVERAGE pool with unit scale and zero points 0, so the output stage

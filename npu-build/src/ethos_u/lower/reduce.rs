@@ -18,9 +18,7 @@
 //!   picks it; a 1x1 pool's 16-bit interpolating table (slope -128, base `L - 1` in all 512
 //!   entries) turns the low 7 bits back into `l` (a separate pass, as Vela has it, so the
 //!   table's DMA overlaps the pooling); an ADD of 0 widens the int16 index to int32.
-use npu_rt::ethos_u::regs::fields::{
-    ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode, RoundMode,
-};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, PoolingMode, RoundMode};
 
 use super::Lowering;
 use super::pool::{MAX_POOL_KERNEL_AREA, MAX_POOL_KERNEL_H, lookup, lower_max, single_io};
@@ -28,7 +26,7 @@ use super::softmax::{pool_op, reshape, scratch_fm};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
     Activation as NpuActivation, ChannelScale, ConvWeights, ElemType, FeatureMap, InputScaling,
-    Kernel, NpuOp, NpuOpKind, Operand2, Scale,
+    NpuOp, NpuOpKind, Operand2, Scale,
 };
 use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, ReduceOp};
 use crate::reference::movement::Requant;
@@ -203,9 +201,9 @@ fn scalar_op(
     ifm: FeatureMap,
     ofm: FeatureMap,
 ) -> NpuOp {
-    NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Elementwise {
+    NpuOp::new(
+        name,
+        NpuOpKind::Elementwise {
             mode,
             ifm2: Some(Operand2::Scalar {
                 value,
@@ -218,17 +216,11 @@ fn scalar_op(
                 opb: 1,
             }),
         },
-        activation: NpuActivation::none(ofm.dtype),
         ifm,
         ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(Scale::UNIT),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Natural,
-        block: None,
-    }
+    )
+    .with_scale(Scale::UNIT)
+    .with_ofm_round(RoundMode::Natural)
 }
 
 /// The 16-bit interpolating table that maps `v` to `base - (v & 0x7f)` (`docs/numerics.md`,
@@ -313,30 +305,25 @@ fn lower_arg(cx: &mut Lowering<'_>, op: &Op, axis: usize, max: bool) -> Result<(
     let channels = len * inner;
     let keyed = scratch_fm(cx, format!("{name}/keyed"), xv.shape, ElemType::I16);
     let weight = if max { 128 } else { -128 };
-    cx.program.ops.push(NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Depthwise(ConvWeights {
-            shape: [channels, 1, 1, 1],
-            values: vec![weight; channels],
-            scales: (0..channels)
-                .map(|c| ChannelScale {
-                    bias: (len - 1 - c / inner) as i64,
-                    scale: 1,
-                    shift: 0,
-                })
-                .collect(),
-        }),
-        activation: NpuActivation::none(ElemType::I16),
-        ifm: xv,
-        ofm: keyed.clone(),
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        block: None,
-    });
+    cx.program.ops.push(
+        NpuOp::new(
+            name,
+            NpuOpKind::Depthwise(ConvWeights {
+                shape: [channels, 1, 1, 1],
+                values: vec![weight; channels],
+                scales: (0..channels)
+                    .map(|c| ChannelScale {
+                        bias: (len - 1 - c / inner) as i64,
+                        scale: 1,
+                        shift: 0,
+                    })
+                    .collect(),
+            }),
+            xv,
+            keyed.clone(),
+        )
+        .with_activation(NpuActivation::none(ElemType::I16)),
+    );
 
     // 2. The largest key along the axis. 3. A 1x1 pool whose output stage's table keeps
     // l = L - 1 - (key & 0x7f): a separate operation (as Vela does) so the table's 2 KiB DMA

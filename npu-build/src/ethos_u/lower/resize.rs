@@ -22,16 +22,15 @@
 //! TFLite resizes raw 8-bit values (no zero-point handling), so every operation here runs with
 //! zero points 0. Axes of size 1 may take any output size up to `f` (all rows are the same row).
 
-use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, PoolingMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, PoolingMode};
 
 use super::super::npu_op::{
-    Activation, ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind,
-    Scale,
+    ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind, Scale,
 };
 use super::Lowering;
 use super::softmax::{pool_op, scratch_fm};
 use crate::error::Result;
-use crate::ir::{Op, OpKind, Padding, ResizeMode};
+use crate::ir::{Op, OpKind, ResizeMode};
 
 /// OFM_SCALE of a 1x1 average pool: `ceil((2^31 + 1) / 1)` with shift 31, Vela's value for a
 /// one-element window (`x * (2^31 + 1) / 2^31` rounds back to `x`).
@@ -222,23 +221,21 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             // round_half_away(sum / n) for n = kh * kw = 2^m: the DBL rounding of
             // sum * 2^31 / 2^(31 + m) (exact first stage, half away from zero in the second).
             let m = (kh * kw).trailing_zeros() as u8;
-            NpuOp {
-                kernel: Kernel {
-                    h: kh,
-                    w: kw,
-                    ..Kernel::UNIT
+            pool_op(
+                name,
+                PoolingMode::Average,
+                cur,
+                y_fm,
+                Scale {
+                    scale: 1 << 31,
+                    shift: 31 + m,
                 },
-                ..pool_op(
-                    name,
-                    PoolingMode::Average,
-                    cur,
-                    y_fm,
-                    Scale {
-                        scale: 1 << 31,
-                        shift: 31 + m,
-                    },
-                )
-            }
+            )
+            .with_kernel(Kernel {
+                h: kh,
+                w: kw,
+                ..Kernel::UNIT
+            })
         }
     };
     ops.push(upscaled(last_op));
@@ -313,9 +310,9 @@ fn phase_op(name: &str, p: &FeatureMap, y: &FeatureMap, py: usize, px: usize) ->
         .flat_map(|&a| wx.iter().map(move |&b| a * b))
         .collect();
     let values = kernel.repeat(c);
-    NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Depthwise(ConvWeights {
+    NpuOp::new(
+        name,
+        NpuOpKind::Depthwise(ConvWeights {
             shape: [c, 2, 2, 1],
             values,
             scales: vec![
@@ -327,29 +324,19 @@ fn phase_op(name: &str, p: &FeatureMap, y: &FeatureMap, py: usize, px: usize) ->
                 c
             ],
         }),
-        activation: Activation::none(ofm.dtype),
         ifm,
         ofm,
-        kernel: Kernel {
-            h: 2,
-            w: 2,
-            ..Kernel::UNIT
-        },
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        block: None,
-    }
+    )
+    .with_kernel(Kernel {
+        h: 2,
+        w: 2,
+        ..Kernel::UNIT
+    })
 }
 
 /// The same op reading its IFM upscaled 2x (nearest).
 fn upscaled(op: NpuOp) -> NpuOp {
-    NpuOp {
-        upscale: IfmUpscaleMode::Nearest,
-        ..op
-    }
+    op.with_upscale(IfmUpscaleMode::Nearest)
 }
 
 /// A depthwise convolution with a `kh x kw` kernel that is 1 at `(kh / 2, kw / 2)` and 0
@@ -360,9 +347,9 @@ fn select_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize)
     for ch in 0..c {
         values[(ch * kh + kh / 2) * kw + kw / 2] = 1;
     }
-    NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Depthwise(ConvWeights {
+    NpuOp::new(
+        name,
+        NpuOpKind::Depthwise(ConvWeights {
             shape: [c, kh, kw, 1],
             values,
             scales: vec![
@@ -374,21 +361,14 @@ fn select_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize)
                 c
             ],
         }),
-        activation: Activation::none(ofm.dtype),
         ifm,
         ofm,
-        kernel: Kernel {
-            h: kh,
-            w: kw,
-            ..Kernel::UNIT
-        },
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        block: None,
-    }
+    )
+    .with_kernel(Kernel {
+        h: kh,
+        w: kw,
+        ..Kernel::UNIT
+    })
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //! the same product under every reading of the register).
 
 use npu_rt::ethos_u::regs::fields::{
-    ActivationClipRange, ElementwiseMode, IfmScaleMode, IfmUpscaleMode, PoolingMode, RoundMode,
+    ActivationClipRange, ElementwiseMode, IfmScaleMode, PoolingMode, RoundMode,
 };
 
 use super::super::npu_op::{
@@ -30,7 +30,7 @@ use super::super::npu_op::{
 };
 use super::{Lowering, lut};
 use crate::error::Result;
-use crate::ir::{Op, OpKind, Padding};
+use crate::ir::{Op, OpKind};
 
 /// Integer bits of the accumulated exponents (TFLite's `kAccumulationIntegerBits`).
 const ACCUMULATION_INTEGER_BITS: i32 = 12;
@@ -112,13 +112,12 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         ..max
     };
     let max_rows = reshape(&max, [rows, 1, 1]).ok_or_else(|| internal(op))?;
-    ops.push(NpuOp {
-        kernel: Kernel {
+    ops.push(
+        pool_op(name, PoolingMode::Max, x_rows, max_rows, Scale::UNIT).with_kernel(Kernel {
             w: c,
             ..Kernel::UNIT
-        },
-        ..pool_op(name, PoolingMode::Max, x_rows, max_rows, Scale::UNIT)
-    });
+        }),
+    );
 
     // 1: exp(x - max) = table[x - max + 255]: the OFM zero point 127 plus the hardware's +128
     // offset of signed LUT indices turn the clipped difference into the table index.
@@ -154,16 +153,13 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         Scale::UNIT,
     )));
     let sum = scratch_fm(cx, format!("{name}/sum"), row, i32t);
-    ops.push(NpuOp {
-        ofm_round: RoundMode::Natural,
-        ..pool_op(
-            name,
-            PoolingMode::ReduceSum,
-            exp_q12,
-            sum.clone(),
-            Scale::UNIT,
-        )
-    });
+    ops.push(rounded(pool_op(
+        name,
+        PoolingMode::ReduceSum,
+        exp_q12,
+        sum.clone(),
+        Scale::UNIT,
+    )));
 
     // 4-7: headroom of the sum; the final right shift 35 - clz(sum) (for 8-bit outputs);
     // half_denominator = sum << (clz - 1), i.e. TFLite's RoundingHalfSum(shifted sum - 1, 1).
@@ -309,10 +305,7 @@ fn internal(op: &Op) -> crate::error::Error {
 
 /// The same op with NATURAL output rounding (rounding right shifts, sums).
 fn rounded(op: NpuOp) -> NpuOp {
-    NpuOp {
-        ofm_round: RoundMode::Natural,
-        ..op
-    }
+    op.with_ofm_round(RoundMode::Natural)
 }
 
 /// `constant - t` where `constant` is a single int32 element: with one row the constant is the
@@ -405,25 +398,18 @@ pub(super) fn elementwise(
             opa: Scale::UNIT,
             opb: 1,
         });
-    NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Elementwise {
+    NpuOp::new(
+        name,
+        NpuOpKind::Elementwise {
             mode,
             ifm2: ifm2.map(Operand2::Tensor),
             reversed: false,
             input_scaling,
         },
-        activation: Activation::none(ofm.dtype),
         ifm,
         ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(ofm_scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        block: None,
-    }
+    )
+    .with_scale(ofm_scale)
 }
 
 /// A pooling operation with a 1x1 unit-stride kernel (callers widen it), no padding and no
@@ -435,20 +421,7 @@ pub(super) fn pool_op(
     ofm: FeatureMap,
     ofm_scale: Scale,
 ) -> NpuOp {
-    NpuOp {
-        name: name.to_string(),
-        kind: NpuOpKind::Pool(mode),
-        activation: Activation::none(ofm.dtype),
-        ifm,
-        ofm,
-        kernel: Kernel::UNIT,
-        padding: Padding::default(),
-        upscale: IfmUpscaleMode::None,
-        ofm_scale: Some(ofm_scale),
-        ifm_round: RoundMode::Dbl,
-        ofm_round: RoundMode::Dbl,
-        block: None,
-    }
+    NpuOp::new(name, NpuOpKind::Pool(mode), ifm, ofm).with_scale(ofm_scale)
 }
 
 /// Test support shared with the mean and resize tests: single-operator graphs compiled by the

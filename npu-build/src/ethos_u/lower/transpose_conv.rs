@@ -24,7 +24,7 @@
 //! and 34,902 upscaled), and on the U55 they win anyway (op_transpose_conv_s2: 2,304 against
 //! 2,944 on ethos-u55-128).
 
-use npu_rt::ethos_u::regs::fields::{IfmUpscaleMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
 use super::conv::{channel_scales, check_ifm_type, finish_weights, io, raw_weights, weight_quant};
 use super::pool::{MAX_PAD, clamp, slice};
@@ -219,27 +219,20 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
                 strides: [yfm.strides[0] * sy, yfm.strides[1] * sx, yfm.strides[2]],
                 ..yfm.clone()
             };
-            cx.program.ops.push(NpuOp {
-                name: op.name.clone(),
-                kind: NpuOpKind::Conv(weights),
-                ifm,
-                ofm,
-                kernel: Kernel {
-                    h: th,
-                    w: tw,
-                    stride_y: 1,
-                    stride_x: 1,
-                    dilation_y: 1,
-                    dilation_x: 1,
-                },
-                padding,
-                upscale: IfmUpscaleMode::None,
-                ofm_scale: None,
-                ifm_round: RoundMode::Dbl,
-                ofm_round: round,
-                activation: activation.clone(),
-                block: None,
-            });
+            cx.program.ops.push(
+                NpuOp::new(op.name.clone(), NpuOpKind::Conv(weights), ifm, ofm)
+                    .with_kernel(Kernel {
+                        h: th,
+                        w: tw,
+                        stride_y: 1,
+                        stride_x: 1,
+                        dilation_y: 1,
+                        dilation_x: 1,
+                    })
+                    .with_padding(padding)
+                    .with_ofm_round(round)
+                    .with_activation(activation.clone()),
+            );
         }
     }
     Ok(())
@@ -310,27 +303,21 @@ fn upscaled(
     let (scales, round) = channel_scales(cx, op, io, o, false)?;
     let activation = clamp(cx, op, attrs.activation, io.y, ofm.dtype)?;
     let weights = finish_weights(cx, op, [o, kh, kw, i], values, scales)?;
-    cx.program.ops.push(NpuOp {
-        name: op.name.clone(),
-        kind: NpuOpKind::Conv(weights),
-        ifm,
-        ofm,
-        kernel: Kernel {
-            h: kh,
-            w: kw,
-            stride_y: 1,
-            stride_x: 1,
-            dilation_y: 1,
-            dilation_x: 1,
-        },
-        padding,
-        upscale: IfmUpscaleMode::Zeros,
-        ofm_scale: None,
-        ifm_round: RoundMode::Dbl,
-        ofm_round: round,
-        activation,
-        block: None,
-    });
+    cx.program.ops.push(
+        NpuOp::new(op.name.clone(), NpuOpKind::Conv(weights), ifm, ofm)
+            .with_kernel(Kernel {
+                h: kh,
+                w: kw,
+                stride_y: 1,
+                stride_x: 1,
+                dilation_y: 1,
+                dilation_x: 1,
+            })
+            .with_padding(padding)
+            .with_upscale(IfmUpscaleMode::Zeros)
+            .with_ofm_round(round)
+            .with_activation(activation),
+    );
     Ok(())
 }
 
