@@ -144,11 +144,11 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
         .iter()
         .map(|g| scratch(cx, &format!("gate_{g}")))
         .collect();
-    let (fc, ig, th) = (
-        scratch(cx, "f_c"),
-        scratch(cx, "i_g"),
-        scratch(cx, "tanh_c"),
-    );
+    // The cell update's products and the tanh of the cell reuse buffers whose last reader is
+    // at least three operations back: the products the gate halves of pair 0 (last read by
+    // the cell gate's ADD; rewritten by the next step's first gate, after the cell ADD read
+    // them), the tanh the forget gate (last read by the forget MUL).
+    let (fc, ig, th) = (gh[0].clone(), gx[0].clone(), gates[1].clone());
 
     // The gates' weights: one set per path, reused by every step.
     let mut weights = Vec::with_capacity(8);
