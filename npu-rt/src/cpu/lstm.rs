@@ -46,9 +46,13 @@ pub(super) fn lstm(p: &LstmOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         p.input as usize,
         p.cell as usize,
     );
-    // Empty gates or inputs would make the loops' work independent of the operands' sizes.
+    // Empty gates or inputs would make the loops' work independent of the operands' sizes;
+    // no rows or no steps leave nothing to do (fuzzing found 4 billion empty steps).
     if nc == 0 || ni == 0 {
         return None;
+    }
+    if nb == 0 || nt == 0 {
+        return Some(());
     }
     // Check every operand's extent once; the loops below index within them.
     let w_len = nc.checked_mul(ni.checked_add(nc)?)?.checked_mul(4)?;

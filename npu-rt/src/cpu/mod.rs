@@ -1235,9 +1235,28 @@ mod tests {
                     ..Default::default()
                 },
             },
+            // No rows and 4 billion steps (fuzzing found it).
+            Op::Lstm(LstmOp {
+                x: Buf::arena(0),
+                y: Buf::arena(2),
+                h: Buf::arena(4),
+                c: Buf::arena(6),
+                w: Buf::weights(0),
+                bias: Buf::weights(0),
+                scale: Buf::weights(0),
+                batch: 0,
+                time: big,
+                input: 8,
+                cell: 2,
+                time_major: true,
+                cell_shift: 1,
+                cell_clip: 0,
+                hidden_zp: 0,
+            }),
         ];
+        let weights = [0u8; 512];
         for op in ops {
-            assert_eq!(op.execute(&[], &mut arena), Some(()), "{}", op.name());
+            assert_eq!(op.execute(&weights, &mut arena), Some(()), "{}", op.name());
         }
     }
 
