@@ -7,10 +7,9 @@
 //! [`LstmPlan`] decides every integer parameter the way TFLite Micro's `Prepare` does (gate
 //! scales `float(input_scale * weight_scale) / 2^-12` in double, the element-wise products'
 //! scales in double, zero points folded into the biases). The arithmetic is `npu_rt`'s CPU
-//! kernel
-//! ([`npu_rt::cpu::LstmOp`]): the interpreter lays the operands out as that kernel's arena and
-//! read-only region and runs it, so the reference, the CPU fallback and (through the same
-//! plan) the NPU lowering share one set of parameters.
+//! kernel ([`npu_rt::cpu::LstmOp`]): the interpreter lays the operands out as that kernel's
+//! arena and read-only region and runs it, so the reference, the CPU fallback and (through the
+//! same plan) the NPU lowering share one set of parameters.
 
 use npu_rt::cpu::{Buf, LSTM_SCALES as SCALES, LstmOp, Op as CpuOp};
 
@@ -42,8 +41,8 @@ pub struct LstmPlan {
     /// Quantized cell clip (0: none).
     pub cell_clip: i32,
     pub hidden_zp: i32,
-    /// Zero points of the input and of the hidden state (folded into `biases`; the NPU
-    /// lowering applies them itself).
+    /// Zero points of the input and of the hidden state (folded into `biases`, so the NPU
+    /// lowering reads both with zero point 0).
     pub x_zp: i32,
     pub h_zp: i32,
     /// The effective scales `scales` were made from.
