@@ -152,25 +152,21 @@ impl Compiled {
 }
 
 impl IoTensor {
-    /// The byte a variable tensor starts from: TFLite's `ResetVariableTensor` fills int8
-    /// tensors with their zero point (real 0) and others with 0.
+    /// The byte a variable tensor starts from ([`crate::ir::variable_initial_byte`]).
     pub fn initial_byte(&self) -> u8 {
-        match self.dtype {
-            DType::I8 => self.zero_point as i8 as u8,
-            _ => 0,
-        }
+        crate::ir::variable_initial_byte(self.dtype, self.zero_point)
     }
 }
 
 impl Compiled {
     /// Sets the variable tensors to their initial values if this arena has not run the model
-    /// yet (its state flag is 0), as the generated `run` does; `reset` forces it.
-    pub fn init_state(&self, arena: &mut [u8], reset: bool) -> Result<()> {
+    /// yet (its state flag is 0), as the generated `run` does.
+    pub fn init_state(&self, arena: &mut [u8]) -> Result<()> {
         let Some(flag) = self.state_flag else {
             return Ok(());
         };
         let outside = || Error::Other("the arena is smaller than the model's".into());
-        if !reset && *arena.get(flag).ok_or_else(outside)? != 0 {
+        if *arena.get(flag).ok_or_else(outside)? != 0 {
             return Ok(());
         }
         for v in &self.variables {
@@ -243,7 +239,7 @@ impl Compiled {
                 ),
             });
         }
-        self.init_state(arena, false)?;
+        self.init_state(arena)?;
         for (index, (t, v)) in self.inputs.iter().zip(inputs).enumerate() {
             let bad = |detail: String| Error::BadInput {
                 index,

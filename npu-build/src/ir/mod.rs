@@ -82,6 +82,16 @@ pub struct Tensor {
     pub data: Option<Vec<u8>>,
 }
 
+/// The byte a variable tensor ([`Graph::variables`]) is filled with before the first run:
+/// TFLite's `ResetVariableTensor` sets int8 tensors to their zero point (real 0) and others
+/// to 0.
+pub fn variable_initial_byte(dtype: DType, zero_point: i32) -> u8 {
+    match dtype {
+        DType::I8 => zero_point as i8 as u8,
+        _ => 0,
+    }
+}
+
 impl Tensor {
     /// Number of elements (product of the shape; 1 for a scalar).
     ///

@@ -40,13 +40,9 @@ pub struct LstmPlan {
     pub cell_shift: i32,
     /// Quantized cell clip (0: none).
     pub cell_clip: i32,
+    /// The hidden state's zero point (the input's and the hidden state's are folded into
+    /// `biases`, so the NPU lowering reads both with zero point 0).
     pub hidden_zp: i32,
-    /// Zero points of the input and of the hidden state (folded into `biases`, so the NPU
-    /// lowering reads both with zero point 0).
-    pub x_zp: i32,
-    pub h_zp: i32,
-    /// The effective scales `scales` were made from.
-    pub effective: [f64; SCALES],
 }
 
 fn quantized_weights(
@@ -218,9 +214,6 @@ impl LstmPlan {
             cell_shift,
             cell_clip,
             hidden_zp: h_zp,
-            x_zp,
-            h_zp,
-            effective,
         })
     }
 

@@ -253,7 +253,16 @@ impl<'g> Interpreter<'g> {
             let t = &g.tensors[id];
             acts[id] = Some(match vars.get(k) {
                 Some(d) => d.clone(),
-                None => Data::from_le_bytes(t.dtype, &vec![initial_byte(t); t.byte_size()])?,
+                None => Data::from_le_bytes(
+                    t.dtype,
+                    &vec![
+                        crate::ir::variable_initial_byte(
+                            t.dtype,
+                            t.quant.as_ref().map_or(0, |q| q.zero_point())
+                        );
+                        t.byte_size()
+                    ],
+                )?,
             });
         }
         for step in &self.steps {
@@ -307,15 +316,6 @@ impl<'g> Interpreter<'g> {
             .collect::<Option<Vec<_>>>()
             .unwrap_or_default();
         Ok(acts)
-    }
-}
-
-/// The byte a variable tensor is filled with before the first run: TFLite's
-/// `ResetVariableTensor` sets int8 tensors to their zero point (real 0) and others to 0.
-pub fn initial_byte(t: &crate::ir::Tensor) -> u8 {
-    match (t.dtype, &t.quant) {
-        (DType::I8, Some(q)) => q.zero_point() as i8 as u8,
-        _ => 0,
     }
 }
 

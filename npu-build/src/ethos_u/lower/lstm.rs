@@ -128,7 +128,9 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
         zero_point: zp,
         reverse: [false; 2],
     };
-    let h_state = state(&hfm, ElemType::I8, p.hidden_zp);
+    // Read by the fully-connected halves and written by a raw copy: zero point 0 (the plan
+    // folds the zero points into the biases).
+    let h_state = state(&hfm, ElemType::I8, 0);
     let c_state = state(&cfm, ElemType::I16, 0);
     let bytes16 = nb * nc * 2;
     let scratch = |cx: &mut Lowering<'_>, what: &str| {
@@ -226,18 +228,15 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
     let name = |t: usize, what: &str| format!("{}#{t}/{what}", op.name);
     let mut ops = Vec::new();
     for t in 0..nt {
-        let x_t = step(&xfm, t, ni, ElemType::I8, p.x_zp);
+        // The zero points are folded into the biases.
+        let x_t = step(&xfm, t, ni, ElemType::I8, 0);
         let h_prev = if t == 0 {
             h_state.clone()
         } else {
-            step(&yfm, t - 1, nc, ElemType::I8, p.hidden_zp)
+            step(&yfm, t - 1, nc, ElemType::I8, 0)
         };
         for k in 0..4 {
-            // The zero points are folded into the biases.
-            let mut xi = x_t.clone();
-            xi.zero_point = 0;
-            let mut hi = h_prev.clone();
-            hi.zero_point = 0;
+            let (xi, hi) = (x_t.clone(), h_prev.clone());
             let (gxk, ghk) = (gx[k % 2].clone(), gh[k % 2].clone());
             ops.push(fc_op(name(t, "fc_x"), xi, gxk.clone(), weights[k].clone()));
             ops.push(fc_op(
@@ -318,11 +317,8 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
             Activation::none(ElemType::I8),
         ));
     }
-    let mut last = step(&yfm, nt - 1, nc, ElemType::I8, 0);
-    last.zero_point = 0;
-    let mut dst = h_state;
-    dst.zero_point = 0;
-    ops.push(copy_op(&name(nt - 1, "state"), last, dst)?);
+    let last = step(&yfm, nt - 1, nc, ElemType::I8, 0);
+    ops.push(copy_op(&name(nt - 1, "state"), last, h_state)?);
     cx.program.ops.extend(ops);
     Ok(())
 }

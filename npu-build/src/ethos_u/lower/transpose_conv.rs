@@ -224,10 +224,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
                     .with_kernel(Kernel {
                         h: th,
                         w: tw,
-                        stride_y: 1,
-                        stride_x: 1,
-                        dilation_y: 1,
-                        dilation_x: 1,
+                        ..Kernel::UNIT
                     })
                     .with_padding(padding)
                     .with_ofm_round(round)
@@ -308,10 +305,7 @@ fn upscaled(
             .with_kernel(Kernel {
                 h: kh,
                 w: kw,
-                stride_y: 1,
-                stride_x: 1,
-                dilation_y: 1,
-                dilation_x: 1,
+                ..Kernel::UNIT
             })
             .with_padding(padding)
             .with_upscale(IfmUpscaleMode::Zeros)
