@@ -81,7 +81,56 @@ def act_mix(b):
     return g, (1, 3, 8, 8), (1, 8, 8, 8)
 
 
-BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp, "act_mix": act_mix}
+def linear(b, x, din, dout, p):
+    """torch.nn.Linear as torch.onnx writes it without Gemm: MatMul + bias Add."""
+    w = b.const(b.rng.normal(0, 1 / np.sqrt(din), size=(din, dout)), p + "_w")
+    bb = b.const(b.rng.normal(0, 0.1, size=(dout,)), p + "_b")
+    return b.op("Add", [b.op("MatMul", [x, w]), bb])
+
+
+def layer_norm(b, x, d):
+    g = b.const(1 + b.rng.normal(0, 0.1, size=(d,)), "ln_g")
+    be = b.const(b.rng.normal(0, 0.1, size=(d,)), "ln_b")
+    return b.op("LayerNormalization", [x, g, be], axis=-1, epsilon=1e-5)
+
+
+def encoder(b, t=16, d=32, heads=2):
+    """A pre-norm transformer encoder block as torch.onnx exports one (opset 17): LayerNormalization,
+    Q/K/V Linear, heads by Reshape + Transpose, scores by MatMul of two activations, Div by
+    sqrt(d_head), Softmax, attention MatMul, output Linear, residual Add, a GELU MLP in its Erf
+    form, a final LayerNormalization, mean over tokens and a classifier."""
+    x = "input"
+    h = layer_norm(b, x, d)
+    q, k, v = (linear(b, h, d, d, p) for p in ("q", "k", "v"))
+    dh = d // heads
+
+    def shape(vals):
+        n = b.name("shape")
+        b.inits.append(onnx.numpy_helper.from_array(np.array(vals, np.int64), n))
+        return n
+
+    def split_heads(z):
+        return b.op("Transpose", [b.op("Reshape", [z, shape([1, t, heads, dh])])], perm=[0, 2, 1, 3])
+
+    q, k, v = split_heads(q), split_heads(k), split_heads(v)
+    s = b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])])
+    s = b.op("Div", [s, b.const(np.array(np.sqrt(dh)), "sqrt_dh")])
+    o = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])
+    o = b.op("Reshape", [b.op("Transpose", [o], perm=[0, 2, 1, 3]), shape([1, t, d])])
+    x = b.op("Add", [x, linear(b, o, d, d, "o")])
+    h = linear(b, layer_norm(b, x, d), d, 2 * d, "ff1")
+    e = b.op("Erf", [b.op("Div", [h, b.const(np.array(np.sqrt(2.0)), "sqrt2")])])
+    h = b.op("Mul", [b.op("Mul", [h, b.op("Add", [e, b.const(np.array(1.0), "one")])]),
+                     b.const(np.array(0.5), "half")])
+    x = b.op("Add", [x, linear(b, h, 2 * d, d, "ff2")])
+    x = b.op("ReduceMean", [layer_norm(b, x, d)], axes=[1], keepdims=0)
+    return linear(b, x, d, 10, "head"), (1, t, d), (1, 10)
+
+
+BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp, "act_mix": act_mix, "encoder": encoder}
+# Operators onnxruntime quantizes in the `islands` variants (`op_types_to_quantize`): the rest
+# (LayerNormalization, Div, Softmax, Erf, Mul, Transpose, Reshape, ReduceMean) stays float.
+ISLANDS = ["MatMul", "Add"]
 FORMATS = {"qdq": QuantFormat.QDQ, "qop": QuantFormat.QOperator}
 # activation type, weight type: U8U8 is onnxruntime's asymmetric uint8 weights (per-tensor zero
 # points anywhere in 0..255; per channel it makes them symmetric, zero point 128).
@@ -91,6 +140,12 @@ ACTS = {"u8s8": (QuantType.QUInt8, QuantType.QInt8), "s8s8": (QuantType.QInt8, Q
 
 def variants():
     for base in BASES:
+        if base == "encoder":
+            # onnxruntime keeps LayerNormalization's QDQ node in float; `islands` leaves more.
+            for act in ("s8s8", "u8s8"):
+                yield f"{base}_qdq_{act}_pt", base, "qdq", act, False
+            yield f"{base}_qdq_s8s8_islands", base, "qdq", "s8s8", False
+            continue
         if base == "act_mix":
             # QDQ only (the forms are what QDQ exporters write), per tensor.
             for act in ("s8s8", "u8s8"):
@@ -100,6 +155,16 @@ def variants():
             for act in ACTS:
                 for pc in ("pc", "pt"):
                     yield f"{base}_{fmt}_{act}_{pc}", base, fmt, act, pc == "pc"
+
+
+# Models whose integer arithmetic cannot stay within one step of onnxruntime's: (steps, why).
+TOLERANCE = {
+    "encoder": (2, "two output steps: the attention scores' MatMul of two activations has a "
+                "multiplier near 0.007 (shift 7), where TFLite's MultiplyByQuantizedMultiplier "
+                "rounds twice (to an integer at 2^-31, then by the shift) and lands up to 1/256 "
+                "step from onnxruntime's single float rounding; 0.8% of the scores differ by one "
+                "step and the Softmax spreads it (README: ONNX in the wild)"),
+}
 
 
 def build(base):
@@ -145,18 +210,21 @@ def main():
         fp = os.path.join(tmp, base + ".onnx")
         qp = os.path.join(d, name + ".onnx")
         onnx.save(m, fp)
+        extra = {"op_types_to_quantize": ISLANDS} if name.endswith("_islands") else {}
         quantize_static(fp, qp, Reader(ishape), quant_format=FORMATS[fmt], per_channel=pc,
-                        activation_type=ACTS[act][0], weight_type=ACTS[act][1])
+                        activation_type=ACTS[act][0], weight_type=ACTS[act][1], **extra)
         s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(1)
         for k in range(3):
             x = rng.uniform(-1, 1, size=ishape).astype(np.float32)
             np.save(f"{d}/io/input_{k}.npy", x)
             np.save(f"{d}/io/output_{k}.npy", s.run(None, {"input": x})[0])
-        json.dump({"reference": "onnxruntime " + ort.__version__, "format": fmt, "activations": act,
-                   "per_channel": pc, "output_step": output_step(onnx.load(qp)),
-                   "tolerance": "one quantization step of the output (output_step)"},
-                  open(f"{d}/io/io.json", "w"), indent=1)
+        meta = {"reference": "onnxruntime " + ort.__version__, "format": fmt, "activations": act,
+                "per_channel": pc, "output_step": output_step(onnx.load(qp)),
+                "tolerance": "one quantization step of the output (output_step)"}
+        if base in TOLERANCE:
+            meta["tolerance_steps"], meta["tolerance"] = TOLERANCE[base]
+        json.dump(meta, open(f"{d}/io/io.json", "w"), indent=1)
         print("built", name, flush=True)
     for f in os.listdir(tmp):
         os.remove(os.path.join(tmp, f))

@@ -256,6 +256,13 @@ pub const OPERATORS: &[Operator] = &[
         cpu: "any type",
     },
     Operator {
+        ir: "Float island (FloatUnary / FloatBinary / FloatReduce / LayerNorm / f32 Softmax)",
+        tflite: &[],
+        onnx: &["LayerNormalization", "Div", "Pow", "Sqrt", "Reciprocal"],
+        npu: "no (the NPU has no floating point): what onnxruntime's quantizer leaves in float between DequantizeLinear and QuantizeLinear (LayerNormalization always; Add, Mul, Softmax, ReduceMean, ... when told to) runs on the CPU in f32; chains of element-wise functions of one 8-bit tensor are tabulated instead",
+        cpu: "f32 (onnxruntime's arithmetic; docs/onnx.md)",
+    },
+    Operator {
         ir: "(folded)",
         tflite: &["SHAPE", "REDUCE_PROD"],
         onnx: &["Constant"],

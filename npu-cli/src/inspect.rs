@@ -276,6 +276,11 @@ fn attrs(kind: &OpKind) -> String {
         } => format!("axes {axes:?}, keep_dims {keep_dims}"),
         OpKind::ArgMinMax { axis, .. } => format!("axis {axis}"),
         OpKind::FloatUnary(f) => format!("{f:?} (f32)"),
+        OpKind::FloatBinary(f) => format!("{} (f32)", f.name()),
+        OpKind::LayerNorm { axis, epsilon } => format!("axis {axis} epsilon {epsilon} (f32)"),
+        OpKind::FloatReduce {
+            axes, keep_dims, ..
+        } => format!("axes {axes:?} keep_dims {keep_dims} (f32)"),
         OpKind::ActFn(f) => match f {
             ActFn::LeakyRelu { alpha } => format!("alpha {alpha}"),
             ActFn::Elu { alpha } => format!("alpha {alpha}"),

@@ -32,6 +32,15 @@ fn npy(dir: &Path, name: &str) -> Value {
     Value::read_npy(&dir.join("io").join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// The tolerance in output steps: one, unless `io.json` states more (`tolerance_steps`, with
+/// the reason in `tolerance`).
+fn tolerance_steps(dir: &Path) -> f64 {
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("io/io.json")).expect("io.json"))
+            .expect("io.json parses");
+    json["tolerance_steps"].as_f64().unwrap_or(1.0)
+}
+
 fn output_step(dir: &Path) -> f64 {
     let text = std::fs::read_to_string(dir.join("io").join("io.json")).expect("io.json");
     let json: serde_json::Value = serde_json::from_str(&text).expect("io.json is JSON");
@@ -45,10 +54,12 @@ fn load(model: &str) -> (PathBuf, Graph) {
     (dir, graph)
 }
 
-/// The reference interpreter agrees with onnxruntime within one output step on every element.
+/// The reference interpreter agrees with onnxruntime within one output step on every element
+/// (or the model's stated tolerance).
 fn reference_within_one_step(model: &str) {
     let (dir, graph) = load(model);
     let step = output_step(&dir);
+    let steps = tolerance_steps(&dir);
     assert!(step > 0.0 && step < 1.0, "implausible output_step {step}");
     let mut worst = 0.0f64;
     let mut failures = Vec::new();
@@ -62,7 +73,7 @@ fn reference_within_one_step(model: &str) {
             let d = (f64::from(g) - f64::from(w)).abs();
             worst = worst.max(d / step);
             // A hair of float slack: both sides are multiples of the step up to rounding.
-            if d > step * (1.0 + 1e-4) {
+            if d > step * (steps + 1e-4) {
                 failures.push(format!(
                     "input {k}, element {i}: {g} vs onnxruntime {w} ({:.2} steps)",
                     d / step
@@ -72,7 +83,7 @@ fn reference_within_one_step(model: &str) {
     }
     assert!(
         failures.is_empty(),
-        "{model}: {} elements off by more than one step:\n{}",
+        "{model}: {} elements off by more than {steps} step(s):\n{}",
         failures.len(),
         failures.join("\n")
     );
@@ -184,6 +195,12 @@ wild_tests!(
     shuffle_cnn_qdq_u8u8_pt,
     shuffle_cnn_qop_u8u8_pc,
     shuffle_cnn_qop_u8u8_pt,
+    // A transformer encoder block: LayerNormalization in float (onnxruntime leaves it so), the
+    // attention's MatMuls of two activations; `islands` leaves Div, Softmax, Erf, Mul, ReduceMean
+    // and the head reshapes in float too.
+    encoder_qdq_s8s8_pt,
+    encoder_qdq_u8s8_pt,
+    encoder_qdq_s8s8_islands,
 );
 
 /// tf2onnx's conversion of an int8 TFLite Keras classifier (nonzero biases; dense layers as QDQ

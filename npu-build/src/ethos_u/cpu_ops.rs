@@ -7,8 +7,9 @@
 use npu_rt::cpu::MatMulOp;
 use npu_rt::cpu::{
     ArgOp, BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem,
-    FloatClampOp, FloatSoftmaxOp, FloatUnaryOp, MAX_RANK, MeanOp, Op as CpuOp, OutRequant, PadOp,
-    PoolParams, ReduceMode, ReduceOp as CpuReduce, RemapOp, ResizeOp,
+    FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp, MAX_RANK, MeanOp,
+    Op as CpuOp, OutRequant, PadOp, PoolParams, ReduceMode, ReduceOp as CpuReduce, RemapOp,
+    ResizeOp,
 };
 
 use crate::error::{Error, Result};
@@ -25,7 +26,7 @@ use crate::reference::remap::RemapPlan;
 use crate::reference::softmax::Kind as SoftmaxKind;
 use crate::reference::unary::{IntMode, UnaryFn};
 use crate::reference::util::Rescale;
-use npu_rt::cpu::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
+use npu_rt::cpu::{PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 
 fn node_err(op: &Op, detail: impl Into<String>) -> Error {
     Error::InvalidNode {
@@ -317,6 +318,39 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         OpKind::Minimum => pairwise(g, op, PairFn::Minimum, at),
         OpKind::SquaredDifference => pairwise(g, op, PairFn::SquaredDifference, at),
         OpKind::Prelu => pairwise(g, op, PairFn::Prelu, at),
+        OpKind::FloatBinary(f) => pairwise(g, op, PairFn::Float(*f), at),
+        OpKind::FloatReduce {
+            axes,
+            keep_dims,
+            mean,
+        } => {
+            let k = reference::float::FloatReduce::new(g, op, axes, *keep_dims, *mean)?;
+            let mut shape = [1u32; MAX_RANK];
+            for (d, &v) in shape.iter_mut().zip(&k.shape) {
+                *d = u32_of(op, v)?;
+            }
+            Ok(CpuOp::FloatReduce(FloatReduceOp {
+                x: at.tensor(op.inputs[0])?,
+                y: at.tensor(op.outputs[0])?,
+                rank: u32_of(op, k.shape.len())?,
+                shape,
+                reduced: k.reduced,
+                mean: k.mean,
+            }))
+        }
+        OpKind::LayerNorm { axis, epsilon } => {
+            let k = reference::float::LayerNorm::new(g, op, *axis, *epsilon)?;
+            let y = op.outputs[0];
+            Ok(CpuOp::FloatLayerNorm(FloatLayerNormOp {
+                x: at.tensor(op.inputs[0])?,
+                scale: at.tensor(op.inputs[1])?,
+                bias: at.tensor(op.inputs[2])?,
+                y: at.tensor(y)?,
+                rows: u32_of(op, k.rows)?,
+                cols: u32_of(op, k.cols)?,
+                epsilon: k.epsilon,
+            }))
+        }
         OpKind::Reduce {
             op: kind,
             axes,
@@ -597,12 +631,7 @@ fn pairwise(g: &Graph, op: &Op, func: PairFn, at: &mut dyn Operands) -> Result<C
             (p.m2, p.s2) = (neg.multiplier, neg.shift);
         }
     }
-    let kind = match func {
-        PairFn::Maximum => PairwiseKind::Maximum,
-        PairFn::Minimum => PairwiseKind::Minimum,
-        PairFn::SquaredDifference => PairwiseKind::SquaredDifference,
-        PairFn::Prelu => PairwiseKind::Prelu,
-    };
+    let kind = func.kind();
     Ok(CpuOp::Pairwise(PairwiseOp {
         a: at.tensor(a)?,
         b: at.tensor(b)?,

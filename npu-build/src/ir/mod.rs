@@ -379,6 +379,21 @@ pub enum OpKind {
     /// quantizer left in float between `DequantizeLinear` and `QuantizeLinear`). inputs: `[x]`,
     /// f32 in and out, same shape.
     FloatUnary(FloatFn),
+    /// An arithmetic function of two f32 tensors with numpy broadcasting (a float-island
+    /// operator). inputs: `[a, b]`, output of the broadcast shape.
+    FloatBinary(FloatBinFn),
+    /// Layer normalisation of f32 values over the axes from `axis` on (ONNX
+    /// `LayerNormalization`, onnxruntime's arithmetic). inputs: `[x, scale, bias]`, `scale` and
+    /// `bias` f32 constants shaped like `x`'s normalised axes; output shaped like `x`.
+    LayerNorm { axis: usize, epsilon: f32 },
+    /// Sum (`mean` false) or mean of f32 values over `axes` (a float-island ReduceSum or
+    /// ReduceMean), summed in input order. inputs: `[x]`; output without the reduced axes, or
+    /// with them as 1 when `keep_dims`.
+    FloatReduce {
+        axes: Vec<usize>,
+        keep_dims: bool,
+        mean: bool,
+    },
     /// An element-wise function of one quantized tensor (sigmoid, tanh, ...), computed as
     /// TFLite's kernel for it computes. inputs: `[x]`, output of the same shape.
     ActFn(ActFn),
@@ -453,6 +468,27 @@ impl ReduceOp {
     }
 }
 
+/// The function of [`OpKind::FloatBinary`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloatBinFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl FloatBinFn {
+    /// ONNX operator name of the function.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloatBinFn::Add => "Add",
+            FloatBinFn::Sub => "Sub",
+            FloatBinFn::Mul => "Mul",
+            FloatBinFn::Div => "Div",
+        }
+    }
+}
+
 /// The function of [`OpKind::FloatUnary`], with the operator's attributes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum FloatFn {
@@ -472,6 +508,18 @@ pub enum FloatFn {
     Neg,
     /// `|x|`.
     Abs,
+    /// `sqrt x`, correctly rounded.
+    Sqrt,
+    /// `1 / x`.
+    Reciprocal,
+    /// `erf x`.
+    Erf,
+    /// `0.5 x (1 + erf(x / sqrt 2))`, or its tanh approximation.
+    Gelu { approximate: bool },
+    /// `max(x, 0)`.
+    Relu,
+    /// `x^exponent` for the exponents of `npu_rt::cpu::float::pow_supported`.
+    Pow { exponent: f32 },
 }
 
 impl FloatFn {
@@ -486,6 +534,12 @@ impl FloatFn {
             FloatFn::Exp => "Exp",
             FloatFn::Neg => "Neg",
             FloatFn::Abs => "Abs",
+            FloatFn::Sqrt => "Sqrt",
+            FloatFn::Reciprocal => "Reciprocal",
+            FloatFn::Erf => "Erf",
+            FloatFn::Gelu { .. } => "Gelu",
+            FloatFn::Relu => "Relu",
+            FloatFn::Pow { .. } => "Pow",
         }
     }
 }
@@ -601,6 +655,10 @@ impl OpKind {
             OpKind::ArgMinMax { max: true, .. } => "ArgMax",
             OpKind::ArgMinMax { max: false, .. } => "ArgMin",
             OpKind::FloatUnary(_) => "FloatUnary",
+            OpKind::FloatBinary(_) => "FloatBinary",
+            OpKind::LayerNorm { .. } => "LayerNormalization",
+            OpKind::FloatReduce { mean: true, .. } => "FloatReduceMean",
+            OpKind::FloatReduce { mean: false, .. } => "FloatReduceSum",
             OpKind::ActFn(f) => f.name(),
             OpKind::Lstm(_) => "UnidirectionalSequenceLstm",
         }

@@ -312,38 +312,9 @@ fn gelu(v: f32, approximate: bool) -> f32 {
     }
 }
 
-/// The error function in double precision, within a few units in the last place: below 3
-/// the series `2/sqrt(pi) exp(-a^2) sum 2^n a^(2n+1) / (1 3 5 ... (2n+1))` (all terms positive,
-/// so no cancellation), above it the continued fraction of `erfc`, and 1 from 6 on (`erfc(6)` is
-/// below half a unit in the last place of 1).
-pub(crate) fn erf(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let a = x.abs();
-    let r = if a < 3.0 {
-        let mut term = a;
-        let mut sum = a;
-        let mut n = 0.0f64;
-        while term > 1e-17 * sum {
-            n += 1.0;
-            term *= 2.0 * a * a / (2.0 * n + 1.0);
-            sum += term;
-        }
-        std::f64::consts::FRAC_2_SQRT_PI * (-a * a).exp() * sum
-    } else if a < 6.0 {
-        // erfc(a) = exp(-a^2) / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / (a + ...)))),
-        // evaluated from the tail; 60 terms are plenty from a = 3 on.
-        let mut f = a;
-        for k in (1..=60).rev() {
-            f = a + f64::from(k) / 2.0 / f;
-        }
-        1.0 - (-a * a).exp() / (f * std::f64::consts::PI.sqrt())
-    } else {
-        1.0
-    };
-    if x < 0.0 { -r } else { r }
-}
+/// The error function in double precision (the CPU kernels' own, so float islands and the
+/// tables made here agree).
+pub(crate) use npu_rt::cpu::float::erf_f64 as erf;
 
 /// The quantization of an operator: input and output `(scale, zero point)`, and the type.
 struct Quant {

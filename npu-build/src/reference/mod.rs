@@ -382,6 +382,13 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
         } => reduce::Reduce::prepare(g, op, *kind, axes, *keep_dims),
         OpKind::ArgMinMax { axis, max } => reduce::ArgMinMax::prepare(g, op, *axis, *max),
         OpKind::FloatUnary(f) => float::FloatUnary::prepare(g, op, *f),
+        OpKind::FloatBinary(f) => pairwise::Pairwise::prepare(g, op, pairwise::PairFn::Float(*f)),
+        OpKind::FloatReduce {
+            axes,
+            keep_dims,
+            mean,
+        } => float::FloatReduce::prepare(g, op, axes, *keep_dims, *mean),
+        OpKind::LayerNorm { axis, epsilon } => float::LayerNorm::prepare(g, op, *axis, *epsilon),
         OpKind::ActFn(f) => act_fn::ActFnKernel::prepare(g, op, *f),
         OpKind::Lstm(a) => lstm::Lstm::prepare(g, op, a),
     }

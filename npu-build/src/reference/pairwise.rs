@@ -17,8 +17,9 @@ use super::util::{
 };
 use super::{Kernel, Prepared};
 use crate::error::Result;
-use crate::ir::{DType, Graph, Op};
+use crate::ir::{DType, FloatBinFn, Graph, Op};
 use crate::value::Data;
+use npu_rt::cpu::PairwiseKind;
 
 /// Which function of two operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +28,24 @@ pub enum PairFn {
     Minimum,
     SquaredDifference,
     Prelu,
+    /// Add, Sub, Mul or Div of f32 tensors (float islands).
+    Float(FloatBinFn),
+}
+
+impl PairFn {
+    /// The CPU kernel's function code.
+    pub fn kind(self) -> PairwiseKind {
+        match self {
+            PairFn::Maximum => PairwiseKind::Maximum,
+            PairFn::Minimum => PairwiseKind::Minimum,
+            PairFn::SquaredDifference => PairwiseKind::SquaredDifference,
+            PairFn::Prelu => PairwiseKind::Prelu,
+            PairFn::Float(FloatBinFn::Add) => PairwiseKind::Add,
+            PairFn::Float(FloatBinFn::Sub) => PairwiseKind::Sub,
+            PairFn::Float(FloatBinFn::Mul) => PairwiseKind::Mul,
+            PairFn::Float(FloatBinFn::Div) => PairwiseKind::Div,
+        }
+    }
 }
 
 /// Integer parameters of SquaredDifference (`left_shift` 7) and PRelu.
@@ -107,6 +126,15 @@ impl Pairwise {
             )
         };
         let q = match func {
+            PairFn::Float(f) => match dtype {
+                DType::F32 => Quantized::Raw,
+                _ => {
+                    return Err(node_err(
+                        op,
+                        format!("float {} of {dtype} tensors: f32 expected", f.name()),
+                    ));
+                }
+            },
             PairFn::Maximum | PairFn::Minimum => match dtype {
                 DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::F32 => Quantized::Raw,
                 _ => return Err(unsupported("f32, u8, i8, i16, i32")),
@@ -233,29 +261,15 @@ impl Pairwise {
                 let d = x.wrapping_sub(v);
                 d.wrapping_mul(d)
             }
-            // Prelu is always quantized on integers (checked in `new`).
-            (PairFn::Prelu, Quantized::Raw) => x,
+            // Prelu is always quantized on integers, Float never integer (checked in `new`).
+            (PairFn::Prelu | PairFn::Float(_), Quantized::Raw) => x,
         }
     }
 
-    /// The f32 function.
+    /// The f32 function (the CPU kernel's own).
     #[inline]
     pub fn apply_f32(&self, x: f32, v: f32) -> f32 {
-        match self.func {
-            PairFn::Maximum => x.max(v),
-            PairFn::Minimum => x.min(v),
-            PairFn::SquaredDifference => {
-                let d = x - v;
-                d * d
-            }
-            PairFn::Prelu => {
-                if x >= 0.0 {
-                    x
-                } else {
-                    x * v
-                }
-            }
-        }
+        self.func.kind().apply_f32(x, v)
     }
 
     fn map<T: Copy, U: Default + Clone>(

@@ -205,6 +205,8 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::Reduce(p) => super::reduce::reduce(&p, weights, arena),
         Op::Arg(p) => super::reduce::arg(&p, weights, arena),
         Op::FloatUnary(p) => super::float::unary(&p, weights, arena),
+        Op::FloatLayerNorm(p) => super::float::layer_norm(&p, weights, arena),
+        Op::FloatReduce(p) => super::float::reduce(&p, weights, arena),
         Op::Lut8 {
             x,
             y,

@@ -144,6 +144,42 @@ pub enum PairwiseKind {
     Minimum = 1,
     SquaredDifference = 2,
     Prelu = 3,
+    /// f32 only (float islands), as are the three after it.
+    Add = 4,
+    Sub = 5,
+    Mul = 6,
+    Div = 7,
+}
+
+impl PairwiseKind {
+    /// Whether the function exists on f32 only.
+    pub fn float_only(self) -> bool {
+        matches!(
+            self,
+            PairwiseKind::Add | PairwiseKind::Sub | PairwiseKind::Mul | PairwiseKind::Div
+        )
+    }
+
+    /// The f32 function (the reference interpreter uses this very function).
+    #[inline(always)]
+    pub fn apply_f32(self, x: f32, v: f32) -> f32 {
+        match self {
+            PairwiseKind::Maximum => x.max(v),
+            PairwiseKind::Minimum => x.min(v),
+            PairwiseKind::SquaredDifference => (x - v) * (x - v),
+            PairwiseKind::Prelu => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    x * v
+                }
+            }
+            PairwiseKind::Add => x + v,
+            PairwiseKind::Sub => x - v,
+            PairwiseKind::Mul => x * v,
+            PairwiseKind::Div => x / v,
+        }
+    }
 }
 
 /// `y = f(a, b)` with numpy broadcasting; `a_shape` and `b_shape` are right-aligned to `rank`.
@@ -186,6 +222,10 @@ impl PairwiseOp {
                 1 => PairwiseKind::Minimum,
                 2 => PairwiseKind::SquaredDifference,
                 3 => PairwiseKind::Prelu,
+                4 => PairwiseKind::Add,
+                5 => PairwiseKind::Sub,
+                6 => PairwiseKind::Mul,
+                7 => PairwiseKind::Div,
                 _ => return None,
             },
             elem: r.elem()?,
@@ -233,27 +273,17 @@ impl PairwiseOp {
                 };
                 r.wrapping_add(p.zo).clamp(p.lo, hi)
             }
-        }
-    }
-
-    fn apply_f32(&self, x: f32, v: f32) -> f32 {
-        match self.kind {
-            PairwiseKind::Maximum => x.max(v),
-            PairwiseKind::Minimum => x.min(v),
-            PairwiseKind::SquaredDifference => (x - v) * (x - v),
-            PairwiseKind::Prelu => {
-                if x >= 0.0 {
-                    x
-                } else {
-                    x * v
-                }
-            }
+            // Refused on integers by `execute`.
+            PairwiseKind::Add | PairwiseKind::Sub | PairwiseKind::Mul | PairwiseKind::Div => x,
         }
     }
 
     pub(super) fn execute(&self, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         let rank = self.rank as usize;
         if rank == 0 || rank > MAX_RANK || !(0..=30).contains(&self.p.left_shift) {
+            return None;
+        }
+        if self.kind.float_only() && self.elem != Elem::F32 {
             return None;
         }
         let (ash, bsh) = (&self.a_shape[..rank], &self.b_shape[..rank]);
@@ -288,7 +318,7 @@ impl PairwiseOp {
             Some(())
         }, else {
             for_each_broadcast(rank, ash, bsh, &out, |k, ia, ib| {
-                store_f32(y, k, self.apply_f32(load_f32(xa, ia), load_f32(xb, ib)));
+                store_f32(y, k, self.kind.apply_f32(load_f32(xa, ia), load_f32(xb, ib)));
             });
             Some(())
         })

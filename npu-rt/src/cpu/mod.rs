@@ -47,11 +47,11 @@ mod words;
 pub use elem::Elem;
 pub use math::{PairwiseKind, PairwiseOp, UnaryKind, UnaryMode, UnaryOp};
 pub use params::BatchSpaceOp;
-pub use params::FloatUnaryOp;
 pub use params::{
     ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, LstmOp, MeanOp, OutRequant,
     PadOp, ReduceMode, ReduceOp, RemapOp, ResizeOp,
 };
+pub use params::{FloatLayerNormOp, FloatReduceOp, FloatUnaryOp};
 // movea
 pub use params::SliceOp;
 // matmul
@@ -219,6 +219,10 @@ pub enum Op {
     Arg(ArgOp),
     /// An f32 elementwise function (see [`FloatUnaryOp`]): operators of float islands.
     FloatUnary(FloatUnaryOp),
+    /// Layer normalisation of f32 rows (see [`FloatLayerNormOp`]): a float island.
+    FloatLayerNorm(FloatLayerNormOp),
+    /// Sum or mean of f32 values over some axes (see [`FloatReduceOp`]): a float island.
+    FloatReduce(FloatReduceOp),
     /// An element-wise function of int8/uint8 values as a 256-byte table in the NPU's order:
     /// `y = table[x + 128]` for int8, `table[x]` for uint8 (sigmoid, tanh, GELU, ...).
     Lut8 {
@@ -437,6 +441,8 @@ const OP_REDUCE: u32 = 48;
 const OP_ARG: u32 = 49;
 // Codes 80..=87: float-island operators of ONNX models (f32 elementwise functions).
 const OP_FLOAT_UNARY: u32 = 80;
+const OP_FLOAT_LAYER_NORM: u32 = 81;
+const OP_FLOAT_REDUCE: u32 = 82;
 const OP_LUT8: u32 = 32;
 const OP_ACT16: u32 = 33;
 const OP_LSTM: u32 = 34;
@@ -496,6 +502,10 @@ impl Op {
                 PairwiseKind::Minimum => "Minimum",
                 PairwiseKind::SquaredDifference => "SquaredDifference",
                 PairwiseKind::Prelu => "PRelu",
+                PairwiseKind::Add => "Add",
+                PairwiseKind::Sub => "Sub",
+                PairwiseKind::Mul => "Mul",
+                PairwiseKind::Div => "Div",
             },
             Op::Reduce(p) => match p.mode {
                 ReduceMode::SumRaw | ReduceMode::SumScaled => "ReduceSum",
@@ -510,6 +520,14 @@ impl Op {
                 }
             }
             Op::FloatUnary(_) => "FloatUnary",
+            Op::FloatLayerNorm(_) => "LayerNormalization",
+            Op::FloatReduce(p) => {
+                if p.mean {
+                    "ReduceMean"
+                } else {
+                    "ReduceSum"
+                }
+            }
             Op::Lut8 { .. } => "Lut8",
             Op::Act16 { tanh: false, .. } => "Logistic16",
             Op::Act16 { tanh: true, .. } => "Tanh16",
@@ -665,6 +683,8 @@ impl Op {
             Op::Reduce(p) => p.put(w.put(OP_REDUCE)),
             Op::Arg(p) => p.put(w.put(OP_ARG)),
             Op::FloatUnary(p) => p.put(w.put(OP_FLOAT_UNARY)),
+            Op::FloatLayerNorm(p) => p.put(w.put(OP_FLOAT_LAYER_NORM)),
+            Op::FloatReduce(p) => p.put(w.put(OP_FLOAT_REDUCE)),
             Op::Lut8 {
                 x,
                 y,
@@ -825,6 +845,8 @@ impl Op {
             OP_REDUCE => Op::Reduce(ReduceOp::get(&mut r)?),
             OP_ARG => Op::Arg(ArgOp::get(&mut r)?),
             OP_FLOAT_UNARY => Op::FloatUnary(FloatUnaryOp::get(&mut r)?),
+            OP_FLOAT_LAYER_NORM => Op::FloatLayerNorm(FloatLayerNormOp::get(&mut r)?),
+            OP_FLOAT_REDUCE => Op::FloatReduce(FloatReduceOp::get(&mut r)?),
             OP_LUT8 => Op::Lut8 {
                 x: r.buf()?,
                 y: r.buf()?,

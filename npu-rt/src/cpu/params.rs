@@ -295,6 +295,34 @@ record! {
 }
 
 record! {
+    /// Layer normalisation of `rows` rows of `cols` f32 values (onnxruntime's arithmetic, see
+    /// [`super::float::layer_norm_row`]): `scale` and `bias` hold `cols` f32 values each.
+    pub struct FloatLayerNormOp {
+        pub x: Buf,
+        pub scale: Buf,
+        pub bias: Buf,
+        pub y: Buf,
+        pub rows: u32,
+        pub cols: u32,
+        pub epsilon: f32,
+    }
+}
+
+record! {
+    /// Sum (`mean` false) or mean of f32 values over the axes set in `reduced` (bit `d` for
+    /// axis `d`) of a tensor of `shape` (first `rank` entries): each output sums its inputs in
+    /// input order, a mean then divides by the count. The output holds the kept axes in order.
+    pub struct FloatReduceOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub rank: u32,
+        pub shape: [u32; MAX_RANK],
+        pub reduced: u32,
+        pub mean: bool,
+    }
+}
+
+record! {
     /// `min(max(x, lo), hi)` over `len` f32 values.
     pub struct FloatClampOp {
         pub x: Buf,

@@ -422,7 +422,10 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         | OpKind::SquaredDifference
         | OpKind::Prelu => math::lower(cx, op),
         OpKind::Reduce { .. } | OpKind::ArgMinMax { .. } => reduce::lower(cx, op),
-        OpKind::FloatUnary(_) => Err(cx.limit(op, "the NPU has no floating point")),
+        OpKind::FloatUnary(_)
+        | OpKind::FloatBinary(_)
+        | OpKind::FloatReduce { .. }
+        | OpKind::LayerNorm { .. } => Err(cx.limit(op, "the NPU has no floating point")),
         OpKind::ActFn(_) => act_fn::lower(cx, op),
         OpKind::Lstm(a) => lstm::lower(cx, op, a),
     }

@@ -53,6 +53,8 @@ pub(crate) struct Pending {
     pub inner: Option<Rc<Pending>>,
     /// The op may run in float when no `QuantizeLinear` follows (Softmax at the end of a graph).
     pub float_ok: bool,
+    /// The ONNX node, for computing it in float instead when a float operator reads it.
+    pub source: Option<Rc<Node>>,
 }
 
 /// What an ONNX value is bound to.
@@ -413,6 +415,21 @@ impl Builder {
             let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
             self.push_op(
                 &format!("{}_quantize", p.node),
+                OpKind::Quantize,
+                vec![tmp],
+                vec![out],
+            );
+            return Ok(out);
+        }
+        if matches!(p.kind, OpKind::BatchMatMul { .. }) && dtype == DType::U8 {
+            // TFLite's BATCH_MATMUL is int8 only: compute in int8 with the zero point moved by
+            // 128 (the same reals), then shift to uint8 exactly.
+            let mut q8 = q.clone();
+            q8.zero_point.iter_mut().for_each(|z| *z -= 128);
+            let tmp = self.finalize(p, &q8, DType::I8, &format!("{out_name}_int8"))?;
+            let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
+            self.push_op(
+                &format!("{}_to_uint8", p.node),
                 OpKind::Quantize,
                 vec![tmp],
                 vec![out],

@@ -91,6 +91,15 @@ impl Builder {
         let Some(island) = self.island(nodes, k, done, graph_outputs) else {
             return Ok(false);
         };
+        // A table needs the output quantization: an island read by float operators (a Div
+        // before a float Softmax, say) computes in float instead (`float_ops`).
+        let quantized_after = nodes
+            .iter()
+            .filter(|n| n.inputs.contains(&island.out))
+            .all(|n| n.op_type == "QuantizeLinear");
+        if !quantized_after {
+            return Ok(false);
+        }
         let Some(Val::Deq(x)) = self.vals.get(&island.x).cloned() else {
             return Ok(false);
         };

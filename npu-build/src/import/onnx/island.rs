@@ -26,8 +26,9 @@ pub(crate) const FLOAT_ISLAND: &[&str] = &[
     "Tanh",
 ];
 
-/// The f32 function of ONNX operator node `n`, if it is one.
-fn float_fn(n: &Node) -> Result<Option<FloatFn>> {
+/// The f32 function of ONNX operator node `n`, if it is one (`Pow`, which needs its exponent,
+/// is not: see `float_ops`).
+pub(crate) fn float_fn(n: &Node) -> Result<Option<FloatFn>> {
     let alpha = |default: f32| -> Result<f32> { Ok(n.attr_f("alpha")?.unwrap_or(default)) };
     Ok(Some(match n.op_type.as_str() {
         "Sigmoid" => FloatFn::Sigmoid,
@@ -43,6 +44,19 @@ fn float_fn(n: &Node) -> Result<Option<FloatFn>> {
         "Exp" => FloatFn::Exp,
         "Neg" => FloatFn::Neg,
         "Abs" => FloatFn::Abs,
+        "Sqrt" => FloatFn::Sqrt,
+        "Reciprocal" => FloatFn::Reciprocal,
+        "Erf" => FloatFn::Erf,
+        "Relu" => FloatFn::Relu,
+        "Gelu" => FloatFn::Gelu {
+            approximate: match n.attr_s("approximate")?.as_deref() {
+                None | Some("none") => false,
+                Some("tanh") => true,
+                Some(other) => {
+                    return Err(n.err(format!("approximate '{other}' is not 'none' or 'tanh'")));
+                }
+            },
+        },
         _ => return Ok(None),
     }))
 }

@@ -14,6 +14,7 @@ mod builder;
 mod constant;
 mod external;
 mod float_fn;
+mod float_ops;
 pub(crate) mod fold;
 pub(crate) mod island;
 mod layout;

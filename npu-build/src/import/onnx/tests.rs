@@ -1484,3 +1484,143 @@ fn reshape_chains_collapse_and_identity_reshapes_vanish() {
     assert!(!kinds[..kinds.len() - 1].contains(&"Reshape"), "{kinds:?}");
     assert_eq!(g.ops[0].inputs[0], g.inputs[0]);
 }
+
+/// `DequantizeLinear -> LayerNormalization(scale, bias) -> QuantizeLinear` on a [2, 4] tensor.
+fn layer_norm_qdq(scale: T, bias: Option<T>) -> M {
+    let mut inputs = vec!["xd", "ln_scale"];
+    let mut m = M::new()
+        .input("x", dt::INT8, &[2, 4])
+        .output("y", dt::INT8, &[2, 4])
+        .qparams("qi", 0.1, 0)
+        .qparams("qo", 1.0 / 64.0, 0)
+        .init(scale);
+    if let Some(b) = bias {
+        m = m.init(b);
+        inputs.push("ln_bias");
+    }
+    m.dq("x", "qi", "xd")
+        .node(
+            "LayerNormalization",
+            &inputs,
+            &["n"],
+            vec![A::float("epsilon", 0.0)],
+        )
+        .q("n", "qo", "y")
+}
+
+#[test]
+fn layer_normalization_is_a_float_island() {
+    // onnxruntime keeps LayerNormalization's QDQ node in float: dequantize, f32, quantize.
+    let m = layer_norm_qdq(
+        T::from_f32("ln_scale", &[4], &[1.0, 1.0, 2.0, 1.0]),
+        Some(T::from_f32("ln_bias", &[4], &[0.0, 0.5, 0.0, 0.0])),
+    );
+    let g = m.ok();
+    assert_eq!(kinds(&g), ["Dequantize", "LayerNormalization", "Quantize"]);
+    // Rows (1, 2, 3, 4) and (-1, 1, -1, 1) in reals (x 0.1 per step).
+    let x = vec![10i8, 20, 30, 40, -10, 10, -10, 10];
+    let out =
+        crate::reference::run(&g, &[Value::new(vec![2, 4], Data::I8(x)).unwrap()]).expect("run");
+    let Data::I8(got) = &out[0].data else {
+        panic!("int8 output expected")
+    };
+    // Row 1: mean 2.5, deviation sqrt(1.25): (-1.342, -0.447, 0.447, 1.342), scaled/shifted:
+    // (-1.342, 0.053, 0.894, 1.342) x 64 -> (-86, 3, 57, 86). Row 2: (-1, 1, -1, 1) -> (-1,
+    // 1.5, -2, 1) x 64.
+    assert_eq!(got, &[-86, 3, 57, 86, -64, 96, -128, 64]);
+    // The bias may be left out (zeros), the scale broadcast from [1, 4].
+    let m = layer_norm_qdq(T::from_f32("ln_scale", &[1, 4], &[1.0; 4]), None);
+    assert_eq!(
+        kinds(&m.ok()),
+        ["Dequantize", "LayerNormalization", "Quantize"]
+    );
+}
+
+#[test]
+fn layer_normalization_needs_constant_parameters() {
+    // A scale computed from the input is refused, naming the node.
+    let m = M::new()
+        .input("x", dt::INT8, &[2, 4])
+        .output("y", dt::INT8, &[2, 4])
+        .qparams("qi", 0.1, 0)
+        .qparams("qo", 1.0 / 64.0, 0)
+        .dq("x", "qi", "xd")
+        .node("LayerNormalization", &["xd", "xd"], &["n"], vec![])
+        .q("n", "qo", "y");
+    let e = m.import().unwrap_err().to_string();
+    assert!(
+        e.contains("LayerNormalization") && e.contains("must be a constant"),
+        "{e}"
+    );
+    // A scale that does not broadcast to the normalised axes.
+    let m = layer_norm_qdq(T::from_f32("ln_scale", &[3], &[1.0; 3]), None);
+    let e = m.import().unwrap_err().to_string();
+    assert!(e.contains("does not broadcast"), "{e}");
+}
+
+#[test]
+fn float_values_flow_through_several_operators() {
+    // x -> LayerNormalization (float) -> Mul by itself -> Div by 2 -> ReduceMean -> Softmax ->
+    // QuantizeLinear: every operator after the first reads a float tensor.
+    let m = M::new()
+        .input("x", dt::INT8, &[1, 2, 4])
+        .output("y", dt::INT8, &[1, 2])
+        .qparams("qi", 0.1, 0)
+        .qparams("qo", 1.0 / 256.0, -128)
+        .init(T::from_f32("ln_scale", &[4], &[1.0; 4]))
+        .init(T::from_f32("two", &[], &[2.0]))
+        .dq("x", "qi", "xd")
+        .node("LayerNormalization", &["xd", "ln_scale"], &["n"], vec![])
+        .node("Mul", &["n", "n"], &["sq"], vec![])
+        .node("Div", &["sq", "two"], &["h"], vec![])
+        .node(
+            "ReduceMean",
+            &["h"],
+            &["m"],
+            vec![A::ints("axes", &[2]), A::int("keepdims", 0)],
+        )
+        .node("Softmax", &["m"], &["s"], vec![])
+        .q("s", "qo", "y");
+    let g = m.ok();
+    assert_eq!(
+        kinds(&g),
+        [
+            "Dequantize",
+            "LayerNormalization",
+            "FloatBinary",
+            "FloatBinary",
+            "FloatReduceMean",
+            "Softmax",
+            "Quantize"
+        ]
+    );
+    // Each row's normalised squares average to ~1 (variance 1, epsilon aside): halved, 0.5
+    // for both rows, so the softmax is (0.5, 0.5) -> 128 - 128 = 0.
+    let x = vec![1i8, 2, 3, 4, -50, 0, 50, 0];
+    let out =
+        crate::reference::run(&g, &[Value::new(vec![1, 2, 4], Data::I8(x)).unwrap()]).expect("run");
+    assert_eq!(out[0].data, Data::I8(vec![0, 0]));
+}
+
+#[test]
+fn float_pow_takes_listed_exponents_only() {
+    let pow = |e: f32| {
+        M::new()
+            .input("x", dt::INT8, &[1, 4])
+            .output("y", dt::INT8, &[1, 4])
+            .qparams("qi", 0.1, 0)
+            .qparams("qo", 0.1, 0)
+            .init(T::from_f32("e", &[], &[e]))
+            .init(T::from_f32("ln_scale", &[4], &[1.0; 4]))
+            .dq("x", "qi", "xd")
+            .node("LayerNormalization", &["xd", "ln_scale"], &["n"], vec![])
+            .node("Pow", &["n", "e"], &["p"], vec![])
+            .q("p", "qo", "y")
+    };
+    assert_eq!(
+        kinds(&pow(2.0).ok()),
+        ["Dequantize", "LayerNormalization", "FloatUnary", "Quantize"]
+    );
+    let e = pow(1.7).import().unwrap_err().to_string();
+    assert!(e.contains("Pow") && e.contains("exponent 1.7"), "{e}");
+}

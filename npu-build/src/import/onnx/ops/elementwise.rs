@@ -358,5 +358,6 @@ fn with_activation(n: &Node, p: &Rc<Pending>, act: Activation) -> Pending {
         keep_quant_of: None,
         inner: Some(p.clone()),
         float_ok: false,
+        source: None,
     }
 }

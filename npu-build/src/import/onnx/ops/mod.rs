@@ -15,6 +15,8 @@ pub(crate) mod slice;
 // matmul
 mod transpose_conv;
 
+use std::rc::Rc;
+
 use super::builder::{Builder, Pending, Val};
 use super::fold;
 use super::model::Node;
@@ -50,6 +52,10 @@ impl Builder {
         if let Some(up) = self.upgrade_legacy(n)? {
             return self.node(&up);
         }
+        // Float islands: operators without an integer mapping, or reading a float tensor.
+        if self.float_op(n)? {
+            return Ok(());
+        }
         if fold::FOLDABLE.contains(&n.op_type.as_str()) && self.try_fold(n)? {
             return Ok(());
         }
@@ -63,6 +69,20 @@ impl Builder {
         if self.int_passthrough(n)? {
             return Ok(());
         }
+        let (ops, tensors) = (self.g.ops.len(), self.g.tensors.len());
+        let mapped = self.integer_node(n);
+        // An integer mapping that failed before emitting anything may still run in float.
+        if mapped.is_err()
+            && (ops, tensors) == (self.g.ops.len(), self.g.tensors.len())
+            && self.float_retry(n)?
+        {
+            return Ok(());
+        }
+        mapped
+    }
+
+    /// The integer (or single-function float) mapping of node `n`.
+    fn integer_node(&mut self, n: &Node) -> Result<()> {
         match n.op_type.as_str() {
             "QuantizeLinear" => self.quantize_linear(n),
             "DequantizeLinear" => self.dequantize_linear(n),
@@ -153,6 +173,7 @@ impl Builder {
             keep_quant_of: None,
             inner: None,
             float_ok: false,
+            source: Some(Rc::new(n.clone())),
         }
     }
 }

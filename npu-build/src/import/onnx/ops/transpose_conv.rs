@@ -7,8 +7,8 @@ use super::super::layout::{self, NCHW_OVER_NHWC};
 use super::super::model::Node;
 use super::super::qdq::QParams;
 use super::{to_positive, to_usize};
-use crate::error::Result;
-use crate::ir::{Activation, OpKind, TransposeConvAttrs};
+use crate::error::{Error, Result};
+use crate::ir::{Activation, DType, OpKind, TensorId, TransposeConvAttrs};
 use crate::reference::util::broadcast_shape;
 
 impl Builder {
@@ -245,6 +245,33 @@ impl Builder {
         Ok(true)
     }
 
+    /// Integer tensor `id` as int8: uint8 (onnxruntime's U8S8 activations) is shifted by 128 with
+    /// the zero point (the same reals, exactly), since TFLite's BATCH_MATMUL is int8 only.
+    pub(crate) fn as_int8(&mut self, id: TensorId, node: &str) -> Result<TensorId> {
+        let t = self.tensor(id).clone();
+        if t.dtype != DType::U8 {
+            return Ok(id);
+        }
+        let mut q = self
+            .quant_of(id)
+            .ok_or_else(|| Error::Other(format!("internal: '{}' has no quantization", t.name)))?;
+        q.zero_point.iter_mut().for_each(|z| *z -= 128);
+        let out = self.add_tensor(
+            &format!("{}_int8", t.name),
+            t.shape,
+            DType::I8,
+            Some(q),
+            None,
+        );
+        self.push_op(
+            &format!("{node}_to_int8"),
+            OpKind::Quantize,
+            vec![id],
+            vec![out],
+        );
+        Ok(out)
+    }
+
     /// `MatMul(A, B)` of two dequantized activations (numpy semantics, rank >= 2 each) -> IR
     /// BatchMatMul on the tensors in ONNX order.
     pub(crate) fn matmul_activations(&mut self, n: &Node) -> Result<()> {
@@ -277,7 +304,7 @@ impl Builder {
             } else {
                 self.relayout(&a, &layout::identity(a.perm.len()))?
             };
-            ids.push(a.id);
+            ids.push(self.as_int8(a.id, &n.name)?);
             shapes.push(shape);
         }
         let (sa, sb) = (&shapes[0], &shapes[1]);
