@@ -365,6 +365,11 @@ pub fn report(g: &Graph, brief: bool, engines: Option<&[OpAssignment]>) -> Strin
         g.ops.len(),
         g.tensors.len()
     );
+    if g.requant == npu_build::ir::Requant::Single {
+        s.push_str(
+            "requantization: one rounding, as onnxruntime computes it (an onnxruntime-quantized model)\n",
+        );
+    }
     for (k, &i) in g.inputs.iter().enumerate() {
         s.push_str(&tensor_line(g, &format!("input {k}"), i));
     }

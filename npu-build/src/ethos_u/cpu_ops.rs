@@ -249,7 +249,8 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         OpKind::Conv2d(attrs) => {
             let c = reference::conv::Conv::new(g, op, attrs)?;
             let fixed = fixed_scales(&c.rescale);
-            weighted_op(op, at, &c.wt, Geo::from(&c.geo), c.o, 0, fixed, false)
+            let mode = ScaleMode::of(&c.rescale);
+            weighted_op(op, at, &c.wt, Geo::from(&c.geo), c.o, 0, fixed, mode)
         }
         OpKind::DepthwiseConv2d {
             attrs,
@@ -258,7 +259,8 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
             let d = reference::conv::Depthwise::new(g, op, attrs, *depth_multiplier)?;
             let fixed = fixed_scales(&d.rescale);
             let oc = d.geo.c * d.m;
-            weighted_op(op, at, &d.wt, Geo::from(&d.geo), oc, d.m, fixed, false)
+            let mode = ScaleMode::of(&d.rescale);
+            weighted_op(op, at, &d.wt, Geo::from(&d.geo), oc, d.m, fixed, mode)
         }
         OpKind::FullyConnected { activation } => {
             let f = reference::conv::FullyConnected::new(g, op, *activation)?;
@@ -274,7 +276,7 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
                 top: 0,
                 left: 0,
             };
-            weighted_op(op, at, &f.wt, geo, f.o, 0, scales, true)
+            weighted_op(op, at, &f.wt, geo, f.o, 0, scales, ScaleMode::Float)
         }
         OpKind::Mean { axes, keep_dims } => mean(g, op, axes, *keep_dims, at),
         OpKind::Pad { pads, value } => pad(g, op, pads, *value, at),
@@ -300,7 +302,8 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
                 top: geo.pt,
                 left: geo.pl,
             };
-            match weighted_op(op, at, &t.wt, base, geo.o, 0, fixed, false)? {
+            let mode = ScaleMode::of(&t.rescale);
+            match weighted_op(op, at, &t.wt, base, geo.o, 0, fixed, mode)? {
                 CpuOp::Conv(c) => Ok(CpuOp::TransposeConv(c)),
                 _ => Err(node_err(op, "internal: expected a convolution record")),
             }
@@ -454,6 +457,7 @@ fn batch_matmul(
         zo: mm.zo,
         multiplier: mm.rescale.multiplier,
         shift: mm.rescale.shift,
+        round_once: mm.rescale.single,
     }))
 }
 
@@ -812,7 +816,7 @@ fn binary(
     let which = match kind {
         BinaryKind::Add => reference::binary::BinaryOp::Add,
         BinaryKind::Sub => reference::binary::BinaryOp::Sub,
-        BinaryKind::Mul => reference::binary::BinaryOp::Mul,
+        BinaryKind::Mul | BinaryKind::MulRoundOnce => reference::binary::BinaryOp::Mul,
     };
     let bin = reference::binary::Binary::new(g, op, which, act)?;
     let (a, b, o) = (op.inputs[0], op.inputs[1], op.outputs[0]);
@@ -856,6 +860,10 @@ fn binary(
         }
         BinaryPrep::Mul { out } => (p.mo, p.so) = (out.multiplier, out.shift),
     }
+    let kind = match bin.params {
+        BinaryPrep::Mul { out } if out.single => BinaryKind::MulRoundOnce,
+        _ => kind,
+    };
     Ok(CpuOp::Binary {
         a: at.tensor(a)?,
         y: at.tensor(o)?,
@@ -959,6 +967,28 @@ fn u32_of(op: &Op, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| node_err(op, format!("{v} is too large for a CPU kernel")))
 }
 
+/// How a convolution's per-channel scales apply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScaleMode {
+    /// Q31 multipliers, TFLite's MultiplyByQuantizedMultiplier.
+    Fixed,
+    /// Q31 multipliers rounded once ([`crate::ir::Requant::Single`]).
+    FixedOnce,
+    /// f64 factors (TFLite's reference FullyConnected).
+    Float,
+}
+
+impl ScaleMode {
+    /// The mode of the reference's rescale factors.
+    fn of(rescale: &[Rescale]) -> ScaleMode {
+        if rescale.first().is_some_and(|r| r.single) {
+            ScaleMode::FixedOnce
+        } else {
+            ScaleMode::Fixed
+        }
+    }
+}
+
 /// Conv2D, DepthwiseConv2D (`m > 0`) or FullyConnected from the reference interpreter's
 /// preparation: the same widened weights, bias and rescale factors.
 #[allow(clippy::too_many_arguments)]
@@ -970,7 +1000,7 @@ fn weighted_op(
     oc: usize,
     m: usize,
     scales: Vec<u8>,
-    float_scale: bool,
+    mode: ScaleMode,
 ) -> Result<CpuOp> {
     let to_elem = |d: DType| match d {
         DType::I8 => Some(Elem::I8),
@@ -1032,7 +1062,8 @@ fn weighted_op(
         y_zp: wt.out_zp,
         lo: wt.act.0,
         hi: wt.act.1,
-        float_scale,
+        float_scale: mode == ScaleMode::Float,
+        round_once: mode == ScaleMode::FixedOnce,
     }))
 }
 
@@ -1089,6 +1120,7 @@ fn mean(
         zo: m.zo,
         m: r.multiplier,
         s: r.shift,
+        round_once: r.single,
     }))
 }
 

@@ -691,6 +691,26 @@ pub struct Graph {
     /// states): zero before the first run, read by one operator that leaves its new value in
     /// them. Not graph inputs or outputs.
     pub variables: Vec<TensorId>,
+    /// How convolutions and matrix products round their int32 sums into the output type.
+    pub requant: Requant,
+}
+
+/// How the requantization of a convolution, depthwise convolution or matrix product of two
+/// activations rounds `acc * M * 2^e` (M a Q31 multiplier, as TFLite's `QuantizeMultiplier`
+/// encodes the real scale).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Requant {
+    /// TFLite's `MultiplyByQuantizedMultiplier`: rounded to an integer at `2^-31` first, then
+    /// by the right shift (two roundings; the NPU's DBL rounding mode).
+    #[default]
+    Tflite,
+    /// One rounding, half up: `(acc * M + 2^(s-1)) >> s` with `s = 31 - e` (the NPU's NATURAL
+    /// rounding mode). onnxruntime requantizes in float with one rounding, so its quantized
+    /// models get this (the ONNX importer chooses it for models whose producer is
+    /// onnxruntime's quantizer, `onnx.quantize`): it equals onnxruntime's result except on
+    /// exact ties (onnxruntime rounds them to even) and within `2^-24` of one (its f32
+    /// product).
+    Single,
 }
 
 impl Graph {

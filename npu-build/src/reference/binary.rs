@@ -108,7 +108,7 @@ impl Binary {
                 // mul.cc computes the product of the scales in single precision.
                 let real = f64::from(s1 * s2 / so);
                 Params::Mul {
-                    out: Rescale::new(op, real, "output")?,
+                    out: Rescale::new(op, real, "output")?.with_requant(g.requant),
                 }
             }
         };

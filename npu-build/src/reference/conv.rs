@@ -214,13 +214,14 @@ pub(crate) fn weighted(
 }
 
 /// Per-channel rescale factors `in_scale * w_scale[c] / out_scale`, in double as TFLite's
-/// `PopulateConvolutionQuantizationParams` computes them.
-pub(crate) fn conv_rescales(op: &Op, w: &Weighted) -> Result<Vec<Rescale>> {
+/// `PopulateConvolutionQuantizationParams` computes them, rounding as the graph's `requant`
+/// says.
+pub(crate) fn conv_rescales(g: &Graph, op: &Op, w: &Weighted) -> Result<Vec<Rescale>> {
     w.w_scales
         .iter()
         .map(|&ws| {
             let real = f64::from(w.in_scale) * f64::from(ws) / f64::from(w.out_scale);
-            Rescale::new(op, real, "output")
+            Ok(Rescale::new(op, real, "output")?.with_requant(g.requant))
         })
         .collect()
 }
@@ -349,7 +350,7 @@ impl Conv {
             ));
         }
         let wt = weighted(g, op, ws[0], 0, attrs.activation)?;
-        let rescale = conv_rescales(op, &wt)?;
+        let rescale = conv_rescales(g, op, &wt)?;
         Ok(Conv {
             geo,
             o: ws[0],
@@ -560,7 +561,7 @@ impl Depthwise {
             ));
         }
         let wt = weighted(g, op, ws[3], 3, attrs.activation)?;
-        let rescale = conv_rescales(op, &wt)?;
+        let rescale = conv_rescales(g, op, &wt)?;
         Ok(Depthwise {
             geo,
             m,

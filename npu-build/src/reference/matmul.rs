@@ -103,7 +103,7 @@ impl BatchMatMul {
         }
         let batch = batch.unwrap_or_default();
         let real = f64::from(sa * sb) / f64::from(so);
-        let rescale = Rescale::new(op, real, "output")?;
+        let rescale = Rescale::new(op, real, "output")?.with_requant(g.requant);
         Ok(BatchMatMul {
             a_strides: broadcast_strides(&asz[..ar], &batch),
             b_strides: broadcast_strides(&bsz[..br], &batch),

@@ -302,7 +302,8 @@ impl Mean {
             let shift = shift.max(0);
             let multiplier = ((i64::from(base.multiplier) << shift) / count as i64) as i32;
             MeanPath::General {
-                rescale: Rescale::from_parts(multiplier, base.shift - shift),
+                rescale: Rescale::from_parts(multiplier, base.shift - shift)
+                    .with_requant(g.requant),
             }
         };
         Ok(Mean {

@@ -438,6 +438,7 @@ mod tests {
             inputs: vec![0],
             outputs: vec![1],
             variables: Vec::new(),
+            requant: Default::default(),
         };
         let v = Value::new(shape.to_vec(), x)?;
         Ok(crate::reference::run(&g, &[v])?.remove(0).data)

@@ -144,7 +144,7 @@ impl TransposeConv {
                 })
                 .collect::<Result<Vec<_>>>()?
         } else {
-            conv_rescales(op, &wt)?
+            conv_rescales(g, op, &wt)?
         };
         Ok(TransposeConv { geo, wt, rescale })
     }

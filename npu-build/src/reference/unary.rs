@@ -180,6 +180,7 @@ mod tests {
             inputs: vec![0],
             outputs: vec![1],
             variables: Vec::new(),
+            requant: Default::default(),
         }
     }
 

@@ -129,6 +129,8 @@ pub struct Rescale {
     pub multiplier: i32,
     pub shift: i32,
     fast: FastMultiplier,
+    /// Round once ([`Requant::Single`](crate::ir::Requant::Single)) instead of TFLite's twice.
+    pub single: bool,
 }
 
 impl Rescale {
@@ -157,18 +159,35 @@ impl Rescale {
             multiplier,
             shift,
             fast: FastMultiplier::new(multiplier, shift),
+            single: false,
         }
+    }
+
+    /// This factor with `requant`'s rounding.
+    pub fn with_requant(mut self, requant: crate::ir::Requant) -> Rescale {
+        self.single = requant == crate::ir::Requant::Single;
+        self
+    }
+
+    /// `x * multiplier * 2^(shift - 31)` rounded once, half up (the NPU's NATURAL rounding),
+    /// saturated to i32.
+    #[inline(always)]
+    pub fn apply_single(self, x: i32) -> i32 {
+        npu_rt::cpu::fixed::multiply_round_once(x, self.multiplier, self.shift)
     }
 
     /// `MultiplyByQuantizedMultiplier(x, multiplier, shift)`.
     #[inline(always)]
     pub fn apply(self, x: i32) -> i32 {
+        if self.single {
+            return self.apply_single(x);
+        }
         self.fast.apply(x)
     }
 
     /// No left shift and no saturation: [`Rescale::apply_simple`] applies.
     pub fn is_simple(self) -> bool {
-        self.fast.is_simple()
+        !self.single && self.fast.is_simple()
     }
 
     /// [`Rescale::apply`] for a factor that [`is_simple`](Rescale::is_simple).

@@ -4,7 +4,7 @@
 
 use super::Elem;
 use super::elem::{Int, with_int};
-use super::fixed::multiply_by_quantized_multiplier;
+use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::float::round_half_away;
 use super::kernels::{operands, volume};
 use super::params::ConvOp;
@@ -96,6 +96,8 @@ fn run<I: Int, O: Int, W: Int>(
                 | (u64::from(word(scale, 8 * ch + 4) as u32) << 32);
             let f = f64::from_bits(bits);
             round_half_away(f64::from(acc) * f) as i32
+        } else if p.round_once {
+            multiply_round_once(acc, word(scale, 8 * ch), word(scale, 8 * ch + 4))
         } else {
             multiply_by_quantized_multiplier(acc, word(scale, 8 * ch), word(scale, 8 * ch + 4))
         };

@@ -34,6 +34,16 @@ pub fn multiply_by_quantized_multiplier(x: i32, multiplier: i32, shift: i32) -> 
 }
 
 /// gemmlowp's `SaturatingRoundingMultiplyByPOT<e>` on a raw 32-bit value.
+/// `x * multiplier * 2^(shift - 31)` rounded once, half up, saturated to i32: the NPU's
+/// NATURAL output rounding with the scale record `(multiplier, 31 - shift)`, which is what
+/// onnxruntime's one float rounding of `acc * scale` becomes in fixed point. `shift` is clamped
+/// to `-31..=30` (a right shift of 1 to 62 bits).
+pub fn multiply_round_once(x: i32, multiplier: i32, shift: i32) -> i32 {
+    let s = 31 - shift.clamp(-31, 30);
+    let p = i64::from(x) * i64::from(multiplier) + (1i64 << (s - 1));
+    (p >> s).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
 pub fn mul_pot(x: i32, e: i32) -> i32 {
     if e > 0 {
         let e = e.min(31);
@@ -157,6 +167,39 @@ pub fn round_ties_even(x: f32) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn round_once_is_one_rounding_half_up() {
+        // The encoder fixture's attention scores: 1626 * 1943700146 / 2^38 = -11.4977, which
+        // TFLite's two roundings take to -12 (via -1471.71 -> -1472, then -11.5 -> -12).
+        assert_eq!(multiply_round_once(-1626, 1_943_700_146, -7), -11);
+        assert_eq!(
+            multiply_by_quantized_multiplier(-1626, 1_943_700_146, -7),
+            -12
+        );
+        // Exact values against the rational result, half up, over a sweep.
+        for &(m, shift) in &[
+            (1_073_741_824, -1),
+            (1_518_500_250, -10),
+            (2_147_483_647, 3),
+        ] {
+            for x in (-100_000i64..100_000).step_by(997) {
+                let p = i128::from(x) * i128::from(m);
+                let s = 31 - shift;
+                let d = 1i128 << s;
+                let want = (p + d / 2).div_euclid(d);
+                assert_eq!(
+                    i128::from(multiply_round_once(x as i32, m, shift)),
+                    want,
+                    "{x} {m} {shift}"
+                );
+            }
+        }
+        // Saturates instead of wrapping.
+        assert_eq!(multiply_round_once(i32::MAX, i32::MAX, 30), i32::MAX);
+        assert_eq!(multiply_round_once(i32::MIN, i32::MAX, 30), i32::MIN);
+    }
+
     use super::*;
 
     #[test]

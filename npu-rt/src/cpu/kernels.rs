@@ -2,8 +2,8 @@
 
 use super::elem::{Int, load_f32, store_f32, with_int};
 use super::fixed::{
-    exp_on_negative_values, multiply_by_quantized_multiplier, reciprocal, round_ties_even,
-    rounding_divide_by_pot, srdhm,
+    exp_on_negative_values, multiply_by_quantized_multiplier, multiply_round_once, reciprocal,
+    round_ties_even, rounding_divide_by_pot, srdhm,
 };
 use super::{
     BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams, REGION_ARENA, REGION_WEIGHTS,
@@ -302,6 +302,11 @@ fn binary(
                 multiply_by_quantized_multiplier(sum, p.mo, p.so)
             }
             BinaryKind::Mul => multiply_by_quantized_multiplier(
+                x.wrapping_sub(p.za).wrapping_mul(v.wrapping_sub(p.zb)),
+                p.mo,
+                p.so,
+            ),
+            BinaryKind::MulRoundOnce => multiply_round_once(
                 x.wrapping_sub(p.za).wrapping_mul(v.wrapping_sub(p.zb)),
                 p.mo,
                 p.so,

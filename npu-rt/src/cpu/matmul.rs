@@ -9,7 +9,7 @@
 use super::Elem;
 use super::MAX_RANK;
 use super::elem::{Int, with_int};
-use super::fixed::multiply_by_quantized_multiplier;
+use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::kernels::{operands, volume};
 use super::params::{ConvOp, MatMulOp};
 
@@ -101,11 +101,12 @@ fn run_transpose<I: Int, O: Int, W: Int>(
                         }
                     }
                     let acc = acc.wrapping_add(word(bias, 4 * o));
-                    let v = multiply_by_quantized_multiplier(
-                        acc,
-                        word(scale, 8 * o),
-                        word(scale, 8 * o + 4),
-                    );
+                    let (m, sh) = (word(scale, 8 * o), word(scale, 8 * o + 4));
+                    let v = if p.round_once {
+                        multiply_round_once(acc, m, sh)
+                    } else {
+                        multiply_by_quantized_multiplier(acc, m, sh)
+                    };
                     O::store(y, out + o, v.wrapping_add(p.y_zp).clamp(lo, hi));
                 }
             }
@@ -163,8 +164,12 @@ pub(super) fn batch_matmul(p: &MatMulOp, weights: &[u8], arena: &mut [u8]) -> Op
                     let bv = i32::from(b[bb + bo] as i8) - p.zb;
                     acc = acc.wrapping_add(av.wrapping_mul(bv));
                 }
-                let v =
-                    multiply_by_quantized_multiplier(acc, p.multiplier, p.shift).wrapping_add(p.zo);
+                let v = if p.round_once {
+                    multiply_round_once(acc, p.multiplier, p.shift)
+                } else {
+                    multiply_by_quantized_multiplier(acc, p.multiplier, p.shift)
+                }
+                .wrapping_add(p.zo);
                 y[yb + i * n + j] = v.clamp(-128, 127) as i8 as u8;
             }
         }

@@ -337,6 +337,9 @@ pub enum BinaryKind {
     Add = 0,
     Sub = 1,
     Mul = 2,
+    /// Mul whose product is rescaled with one rounding (`multiply_round_once`), as
+    /// onnxruntime-quantized models requantize.
+    MulRoundOnce = 3,
 }
 
 impl BinaryKind {
@@ -345,6 +348,7 @@ impl BinaryKind {
             0 => Some(BinaryKind::Add),
             1 => Some(BinaryKind::Sub),
             2 => Some(BinaryKind::Mul),
+            3 => Some(BinaryKind::MulRoundOnce),
             _ => None,
         }
     }
@@ -460,7 +464,7 @@ impl Op {
             Op::Binary { kind, .. } => match kind {
                 BinaryKind::Add => "Add",
                 BinaryKind::Sub => "Sub",
-                BinaryKind::Mul => "Mul",
+                BinaryKind::Mul | BinaryKind::MulRoundOnce => "Mul",
             },
             Op::Pool { p, .. } => {
                 if p.max {
@@ -1024,6 +1028,7 @@ mod tests {
                 lo: -128,
                 hi: 127,
                 float_scale: false,
+                round_once: false,
             }),
             Op::Mean(MeanOp {
                 x,
@@ -1036,6 +1041,7 @@ mod tests {
                 zo: 2,
                 m: 1 << 30,
                 s: -1,
+                round_once: false,
             }),
             Op::Pad(PadOp {
                 x,
@@ -1126,6 +1132,7 @@ mod tests {
                 lo: -128,
                 hi: 127,
                 float_scale: false,
+                round_once: false,
             }),
             Op::BatchMatMul(MatMulOp {
                 a: x,
@@ -1145,6 +1152,7 @@ mod tests {
                 zo: 0,
                 multiplier: 1 << 30,
                 shift: 0,
+                round_once: true,
             }),
             Op::Lstm(LstmOp {
                 x: Buf::arena(0),

@@ -1,7 +1,7 @@
 //! Pad, Resize, the parts of a Concat, and Mean: data movement and reduction kernels.
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::fixed::multiply_by_quantized_multiplier;
+use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::float::round_half_away_f32;
 use super::kernels::{operands, volume};
 use super::params::{
@@ -290,8 +290,12 @@ pub(super) fn mean(p: &MeanOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
                 0
             } else {
                 let zsum = p.zi.wrapping_mul(count as i32);
-                multiply_by_quantized_multiplier(sum.wrapping_sub(zsum), p.m, p.s)
-                    .wrapping_add(p.zo)
+                let scaled = if p.round_once {
+                    multiply_round_once(sum.wrapping_sub(zsum), p.m, p.s)
+                } else {
+                    multiply_by_quantized_multiplier(sum.wrapping_sub(zsum), p.m, p.s)
+                };
+                scaled.wrapping_add(p.zo)
             };
             T::store(y, q, v.clamp(<T as Int>::MIN, <T as Int>::MAX));
             step(&mut oi, &mut base, &kept);

@@ -177,6 +177,10 @@ record! {
         pub lo: i32,
         pub hi: i32,
         pub float_scale: bool,
+        /// With fixed-point scales: round `acc * multiplier * 2^(shift - 31)` once, half up
+        /// ([`super::fixed::multiply_round_once`], onnxruntime-quantized models), instead of
+        /// TFLite's `MultiplyByQuantizedMultiplier`.
+        pub round_once: bool,
     }
 }
 
@@ -196,6 +200,8 @@ record! {
         pub zo: i32,
         pub m: i32,
         pub s: i32,
+        /// Round once, half up, instead of TFLite's twice (see [`ConvOp::round_once`]).
+        pub round_once: bool,
     }
 }
 
@@ -391,6 +397,8 @@ record! {
         pub zo: i32,
         pub multiplier: i32,
         pub shift: i32,
+        /// Round once, half up, instead of TFLite's twice (see [`ConvOp::round_once`]).
+        pub round_once: bool,
     }
 }
 

@@ -459,9 +459,9 @@ pub(super) fn channel_scales(
             shift: scale.shift,
         });
     }
-    // NATURAL: fully connected's one rounding of `acc * scale`; DBL: TFLite's
-    // MultiplyByQuantizedMultiplier.
-    let round = if fully_connected {
+    // NATURAL: fully connected's one rounding of `acc * scale` (and onnxruntime's,
+    // `Requant::Single`); DBL: TFLite's MultiplyByQuantizedMultiplier.
+    let round = if fully_connected || g.requant == crate::ir::Requant::Single {
         RoundMode::Natural
     } else {
         RoundMode::Dbl

@@ -21,14 +21,14 @@
 //! on floats; Vela does the same; TFLite Micro's double formula is not what the fixtures' TFLite
 //! ran).
 
-use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode};
+use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, RoundMode};
 
 use super::Lowering;
 use super::pool::{clamp, ofm_scale};
 use crate::error::{Error, Result};
 use crate::ethos_u::npu_op::{FeatureMap, InputScaling, Layout, NpuOp, NpuOpKind, Operand2, Scale};
 use crate::ir::quant::quantize_multiplier;
-use crate::ir::{DType, Op, OpKind, TensorId};
+use crate::ir::{DType, Op, OpKind, Requant, TensorId};
 
 /// TFLite's left shift of 8-bit Add/Sub inputs.
 const LEFT_SHIFT_8BIT: i32 = 20;
@@ -96,6 +96,12 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         }
     };
     let activation = clamp(cx, op, activation, y, ofm.dtype)?;
+    // onnxruntime-quantized models round the product once (`Requant::Single`).
+    let round = if mode == ElementwiseMode::Mul && cx.graph.requant == Requant::Single {
+        RoundMode::Natural
+    } else {
+        RoundMode::Dbl
+    };
     cx.program.ops.push(
         NpuOp::new(
             op.name.clone(),
@@ -109,6 +115,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ofm,
         )
         .with_scale(ofm_scale)
+        .with_ofm_round(round)
         .with_activation(activation),
     );
     Ok(())

@@ -127,6 +127,10 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             ..y3.clone()
         };
         let mut sum = pool_op(&name, PoolingMode::ReduceSum, products, out_row, ofm_scale);
+        if r.single {
+            // onnxruntime's one rounding (`Requant::Single`).
+            sum.ofm_round = npu_rt::ethos_u::regs::RoundMode::Natural;
+        }
         sum.activation = NpuActivation {
             min: lo as i32,
             max: hi as i32,

@@ -227,10 +227,16 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
                 format!("rescale {in_scale} / {out_scale} over {} elements does not fit the output scale register", p.count()),
             )
         })?;
+        // onnxruntime-quantized models round once (`Requant::Single`).
+        let round = if cx.graph.requant == crate::ir::Requant::Single {
+            RoundMode::Natural
+        } else {
+            RoundMode::Dbl
+        };
         Rescale {
             m: m as u32,
             s,
-            round: RoundMode::Dbl,
+            round,
         }
     };
 

@@ -37,7 +37,7 @@ use model::{Model, ValueDecl, malformed};
 use proto::data_type;
 
 use crate::error::{Error, Result};
-use crate::ir::{DType, Graph, OpKind};
+use crate::ir::{DType, Graph, OpKind, Requant};
 
 /// Imports an ONNX model from its protobuf bytes.
 ///
@@ -88,6 +88,9 @@ pub fn external_files(bytes: &[u8], dir: &std::path::Path) -> Vec<std::path::Pat
         .unwrap_or_default()
 }
 
+/// `producer_name` of models made by onnxruntime's quantizer (`quantize_static` and friends).
+const ORT_QUANTIZER: &str = "onnx.quantize";
+
 /// Imports an ONNX model from its protobuf bytes; initializers stored as external data are read
 /// from their files in `dir` (the model's directory; without it they are an error).
 pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> Result<Graph> {
@@ -96,8 +99,16 @@ pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> R
     if let Some(g) = m.graph.as_mut() {
         external::resolve(g, dir)?;
     }
+    // onnxruntime's quantizer names itself; its models requantize as onnxruntime does, with
+    // one rounding (tf2onnx conversions of TFLite models keep TFLite's two).
+    let requant = if m.producer_name == ORT_QUANTIZER {
+        Requant::Single
+    } else {
+        Requant::Tflite
+    };
     let model = Model::from_proto(m)?;
     let mut b = Builder::new(name, model.opset);
+    b.g.requant = requant;
     for decl in &model.inputs {
         graph_input(&mut b, decl)?;
     }

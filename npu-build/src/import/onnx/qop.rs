@@ -22,6 +22,7 @@ use super::constant::Const;
 use super::model::Node;
 use super::proto::{self, attribute_type as at};
 use crate::error::Result;
+use crate::ir::DType;
 
 /// QOperator operators rewritten into QDQ (default and `com.microsoft` domains).
 pub(crate) const QOPERATOR: &[&str] = &[
@@ -383,6 +384,31 @@ impl Builder {
         let Some((q, dtype)) = quant else {
             return Ok(false);
         };
+        // An integer Pad's constant_value is an integer of the data's type (onnxruntime writes
+        // the zero point): its real value is that integer dequantized.
+        if n.op_type == "Pad"
+            && let Some(name) = n.input(2)
+            && let Some(Val::Const(c)) = self.vals.get(name).cloned()
+            && c.elems.ir_dtype().is_some_and(|t| t != DType::F32)
+            && q.scale.len() == 1
+        {
+            let alias = format!("{name}/as_dequantized");
+            let qp = super::qdq::QParams {
+                scale: q.scale.clone(),
+                zero_point: q.zero_point.clone(),
+                dtype,
+                axis: None,
+            };
+            self.bind(
+                &alias,
+                Val::DeqConst(Rc::new(super::builder::QConst {
+                    name: name.to_string(),
+                    c,
+                    q: qp,
+                })),
+            );
+            node.inputs[2] = alias;
+        }
         n.single_output()?;
         let out = n.output()?.to_string();
         let tmp = format!("{out}/dequantized");

@@ -1624,3 +1624,24 @@ fn float_pow_takes_listed_exponents_only() {
     let e = pow(1.7).import().unwrap_err().to_string();
     assert!(e.contains("Pow") && e.contains("exponent 1.7"), "{e}");
 }
+
+#[test]
+fn onnxruntime_quantized_models_round_once() {
+    // onnxruntime's quantizer names itself as the producer: its models requantize with one
+    // rounding, as onnxruntime computes them; other producers (tf2onnx of a TFLite model, say)
+    // keep TFLite's two.
+    let m = layer_norm_qdq(T::from_f32("ln_scale", &[4], &[1.0; 4]), None);
+    let bytes = |producer: &str| {
+        let mut p = ModelProto::decode(m.bytes().as_slice()).expect("decodes");
+        p.producer_name = producer.into();
+        p.encode_to_vec()
+    };
+    let requant = |producer: &str| {
+        from_bytes(&bytes(producer), Format::Onnx, "t")
+            .expect("imports")
+            .requant
+    };
+    assert_eq!(requant("onnx.quantize"), crate::ir::Requant::Single);
+    assert_eq!(requant("tf2onnx"), crate::ir::Requant::Tflite);
+    assert_eq!(requant(""), crate::ir::Requant::Tflite);
+}
