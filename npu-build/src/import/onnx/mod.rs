@@ -21,6 +21,7 @@ mod layout;
 mod model;
 mod ops;
 mod opset;
+mod ort_compat;
 mod passes;
 pub mod proto;
 mod qdq;
@@ -106,7 +107,11 @@ pub fn import_from(bytes: &[u8], name: &str, dir: Option<&std::path::Path>) -> R
     } else {
         Requant::Tflite
     };
-    let model = Model::from_proto(m)?;
+    let mut model = Model::from_proto(m)?;
+    if requant == Requant::Single {
+        // What onnxruntime's default session runs (its double-QDQ-pair merge).
+        ort_compat::merge_double_qdq(&mut model);
+    }
     let mut b = Builder::new(name, model.opset);
     b.g.requant = requant;
     for decl in &model.inputs {
