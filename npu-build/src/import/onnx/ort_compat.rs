@@ -147,7 +147,7 @@ fn merged_params((s1, z1): (f32, Elems), (s2, z2): (f32, Elems)) -> Option<(f32,
     let scale = (real_max - real_min) / (hi - lo) as f32;
     // C's `round` (half away from zero), then the type's narrowing.
     let z = (lo as f32 - real_min / scale).round() as i32;
-    if !(lo..=hi).contains(&z) || !(scale.is_finite() && scale > 0.0) {
+    if !((lo..=hi).contains(&z) && scale.is_finite() && scale > 0.0) {
         return None;
     }
     let zero_point = if signed {
