@@ -281,6 +281,7 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::FloatReduce {
             axes, keep_dims, ..
         } => format!("axes {axes:?} keep_dims {keep_dims} (f32)"),
+        OpKind::OrtSoftmax => "onnxruntime's table and rounding".into(),
         OpKind::ActFn(f) => match f {
             ActFn::LeakyRelu { alpha } => format!("alpha {alpha}"),
             ActFn::Elu { alpha } => format!("alpha {alpha}"),

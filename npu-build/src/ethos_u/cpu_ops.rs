@@ -8,8 +8,8 @@ use npu_rt::cpu::MatMulOp;
 use npu_rt::cpu::{
     ArgOp, BatchSpaceOp, BinaryKind, BinaryParams, Buf, ConcatMode, ConcatOp, ConvOp, Elem,
     FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp, MAX_RANK, MeanOp,
-    Op as CpuOp, OutRequant, PadOp, PoolParams, ReduceMode, ReduceOp as CpuReduce, RemapOp,
-    ResizeOp,
+    Op as CpuOp, OrtSoftmaxOp, OutRequant, PadOp, PoolParams, ReduceMode, ReduceOp as CpuReduce,
+    RemapOp, ResizeOp,
 };
 
 use crate::error::{Error, Result};
@@ -339,6 +339,20 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
                 shape,
                 reduced: k.reduced,
                 mean: k.mean,
+            }))
+        }
+        OpKind::OrtSoftmax => {
+            let k = reference::softmax::OrtSoftmax::new(g, op)?;
+            let table: Vec<u8> = k.table.iter().flat_map(|v| v.to_le_bytes()).collect();
+            Ok(CpuOp::OrtSoftmax(OrtSoftmaxOp {
+                x: at.tensor(op.inputs[0])?,
+                y: at.tensor(op.outputs[0])?,
+                table: at.constant(&table)?,
+                rows: u32_of(op, k.rows)?,
+                depth: u32_of(op, k.depth)?,
+                y_scale: k.y_scale,
+                zp: k.zp,
+                signed: k.signed,
             }))
         }
         OpKind::LayerNorm { axis, epsilon } => {

@@ -386,6 +386,11 @@ pub enum OpKind {
     /// `LayerNormalization`, onnxruntime's arithmetic). inputs: `[x, scale, bias]`, `scale` and
     /// `bias` f32 constants shaped like `x`'s normalised axes; output shaped like `x`.
     LayerNorm { axis: usize, epsilon: f32 },
+    /// onnxruntime's QLinearSoftmax over the last axis of an 8-bit tensor: what its default
+    /// session runs a QDQ Softmax as (a lookup table of `exp`, f32 sums, and its output
+    /// multiplier `floor(1 / scale)`), for onnxruntime-quantized models. inputs: `[x]`, int8 or
+    /// uint8 in and out.
+    OrtSoftmax,
     /// Sum (`mean` false) or mean of f32 values over `axes` (a float-island ReduceSum or
     /// ReduceMean), summed in input order. inputs: `[x]`; output without the reduced axes, or
     /// with them as 1 when `keep_dims`.
@@ -657,6 +662,7 @@ impl OpKind {
             OpKind::FloatUnary(_) => "FloatUnary",
             OpKind::FloatBinary(_) => "FloatBinary",
             OpKind::LayerNorm { .. } => "LayerNormalization",
+            OpKind::OrtSoftmax => "QLinearSoftmax",
             OpKind::FloatReduce { mean: true, .. } => "FloatReduceMean",
             OpKind::FloatReduce { mean: false, .. } => "FloatReduceSum",
             OpKind::ActFn(f) => f.name(),

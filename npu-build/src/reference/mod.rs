@@ -388,6 +388,7 @@ fn prepare(g: &Graph, k: usize) -> Result<Prepared> {
             keep_dims,
             mean,
         } => float::FloatReduce::prepare(g, op, axes, *keep_dims, *mean),
+        OpKind::OrtSoftmax => softmax::OrtSoftmax::prepare(g, op),
         OpKind::LayerNorm { axis, epsilon } => float::LayerNorm::prepare(g, op, *axis, *epsilon),
         OpKind::ActFn(f) => act_fn::ActFnKernel::prepare(g, op, *f),
         OpKind::Lstm(a) => lstm::Lstm::prepare(g, op, a),

@@ -208,6 +208,126 @@ impl Kernel for Softmax {
     }
 }
 
+/// onnxruntime's QLinearSoftmax over the last axis of an 8-bit tensor ([`OpKind::OrtSoftmax`]):
+/// its 256-entry table of `exp` values and its output multiplier, with the row arithmetic of
+/// `npu_rt::cpu::float::ort_softmax_row` (shared with the CPU kernel).
+///
+/// [`OpKind::OrtSoftmax`]: crate::ir::OpKind::OrtSoftmax
+pub struct OrtSoftmax {
+    pub(crate) table: [f32; 256],
+    pub(crate) depth: usize,
+    pub(crate) rows: usize,
+    /// `floor(1 / output_scale)` in f32, as onnxruntime computes it.
+    pub(crate) y_scale: f32,
+    pub(crate) zp: i32,
+    pub(crate) signed: bool,
+}
+
+impl OrtSoftmax {
+    pub(super) fn prepare(g: &Graph, op: &Op) -> Result<Prepared> {
+        Ok(Prepared::new(OrtSoftmax::new(g, op)?, vec![op.inputs[0]]))
+    }
+
+    /// Checks the operands (one 8-bit type in and out, per-tensor) and builds the table.
+    pub(crate) fn new(g: &Graph, op: &Op) -> Result<OrtSoftmax> {
+        let ([x], [y]) = (op.inputs.as_slice(), op.outputs.as_slice()) else {
+            return Err(node_err(op, "expects one input and one output"));
+        };
+        let (xt, yt) = (&g.tensors[*x], &g.tensors[*y]);
+        let signed = match (xt.dtype, yt.dtype) {
+            (DType::I8, DType::I8) => true,
+            (DType::U8, DType::U8) => false,
+            (a, b) => {
+                return Err(node_err(
+                    op,
+                    format!(
+                        "onnxruntime's QLinearSoftmax takes int8 or uint8 in and out, not {a} -> {b}"
+                    ),
+                ));
+            }
+        };
+        if xt.shape != yt.shape || xt.shape.is_empty() {
+            return Err(node_err(
+                op,
+                "input and output must have one non-scalar shape",
+            ));
+        }
+        let depth = *xt.shape.last().unwrap_or(&1);
+        let (sx, _) = per_tensor(g, op, *x)?;
+        let (sy, zp) = per_tensor(g, op, *y)?;
+        if depth == 0 || !(sx > 0.0 && sy > 0.0) {
+            return Err(node_err(
+                op,
+                "needs positive scales and a non-empty last axis",
+            ));
+        }
+        Ok(OrtSoftmax {
+            table: ort_softmax_table(sx, depth, signed),
+            depth,
+            rows: xt.elements() / depth,
+            y_scale: (1.0f32 / sy).floor(),
+            zp,
+            signed,
+        })
+    }
+}
+
+/// onnxruntime's `QlinearBuildLookupTableUint32` (with its float table): `exp((i - 255 +
+/// shift) * x_scale)` in double for `i` in `0..256`, stored as f32, where `shift = max(0,
+/// ln(FLT_MAX / depth) - 5) / x_scale` keeps the sum of a row below FLT_MAX; int8 tables are
+/// stored at index `uint8(i - 128)`.
+pub(crate) fn ort_softmax_table(x_scale: f32, depth: usize, signed: bool) -> [f32; 256] {
+    let shift = ((f64::from(f32::MAX) / depth as f64).ln() - 5.0).max(0.0) / f64::from(x_scale);
+    let mut t = [0f32; 256];
+    for i in 0..256i32 {
+        let v = ((f64::from(i) - 255.0 + shift) * f64::from(x_scale)).exp();
+        let k = if signed { (i - 128) as u8 } else { i as u8 };
+        t[usize::from(k)] = v as f32;
+    }
+    t
+}
+
+impl Kernel for OrtSoftmax {
+    fn run(&self, inputs: &[&Data]) -> Result<Data> {
+        let n = self.depth;
+        match inputs[0] {
+            Data::I8(x) if self.signed && x.len() == self.rows * n => {
+                let mut y = vec![0i8; x.len()];
+                for r in 0..self.rows {
+                    let row = r * n;
+                    npu_rt::cpu::float::ort_softmax_row(
+                        &self.table,
+                        |i| i32::from(x[row + i]),
+                        n,
+                        self.y_scale,
+                        self.zp,
+                        true,
+                        |i, v| y[row + i] = v as i8,
+                    );
+                }
+                Ok(Data::I8(y))
+            }
+            Data::U8(x) if !self.signed && x.len() == self.rows * n => {
+                let mut y = vec![0u8; x.len()];
+                for r in 0..self.rows {
+                    let row = r * n;
+                    npu_rt::cpu::float::ort_softmax_row(
+                        &self.table,
+                        |i| i32::from(x[row + i]),
+                        n,
+                        self.y_scale,
+                        self.zp,
+                        false,
+                        |i, v| y[row + i] = v as u8,
+                    );
+                }
+                Ok(Data::U8(y))
+            }
+            _ => Err(bad_data()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

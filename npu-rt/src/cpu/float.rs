@@ -5,7 +5,9 @@
 use super::MAX_RANK;
 use super::elem::{load_f32, store_f32};
 use super::kernels::operands;
-use super::params::{FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp};
+use super::params::{
+    FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp, OrtSoftmaxOp,
+};
 
 /// Rounds half away from zero, as C's `round` (no `f64::round` without `std`).
 pub fn round_half_away(v: f64) -> f64 {
@@ -384,6 +386,68 @@ pub(super) fn layer_norm(p: &FloatLayerNormOp, weights: &[u8], arena: &mut [u8])
     Some(())
 }
 
+/// One row of onnxruntime's QLinearSoftmax (`contrib_ops/cpu/quantization/qlinear_softmax.cc`,
+/// the kernel its default session runs a QDQ Softmax of 8-bit tensors as): the row's maximum
+/// aligned with the table's top, the f32 sum of the table's `exp` values in order, then each
+/// output `round_ties_even(table * y_scale / sum) + zp` in f32, saturated at 255 as its uint8
+/// code does (and for int8 wrapped, as its cast does). `x(i)` is the stored value (`-128..=127`
+/// signed, `0..=255` unsigned).
+pub fn ort_softmax_row(
+    table: &[f32; 256],
+    x: impl Fn(usize) -> i32,
+    n: usize,
+    y_scale: f32,
+    zp: i32,
+    signed: bool,
+    mut out: impl FnMut(usize, i32),
+) {
+    let max = (0..n).map(&x).max().unwrap_or(0);
+    // Table index of a value: int8 through `uint8(127 - max + x)`, uint8 as `255 - max + x`.
+    let at = |v: i32| -> f32 {
+        let k = if signed {
+            (127 - max + v) as u8
+        } else {
+            (255 - max + v) as u8
+        };
+        table[usize::from(k)]
+    };
+    let mut sum = 0f32;
+    for i in 0..n {
+        sum += at(x(i));
+    }
+    for i in 0..n {
+        let q = super::fixed::round_ties_even(at(x(i)) * y_scale / sum) as i32 + zp;
+        let q = q.min(255);
+        out(i, if signed { i32::from(q as i8) } else { q.max(0) });
+    }
+}
+
+/// [`ort_softmax_row`] over `rows` rows (see [`OrtSoftmaxOp`]).
+pub(super) fn ort_softmax(p: &OrtSoftmaxOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    let d = p.depth as usize;
+    let len = (p.rows as usize).checked_mul(d)?;
+    let ([x, t], y) = operands(weights, arena, [(p.x, len), (p.table, 1024)], (p.y, len))?;
+    let mut table = [0f32; 256];
+    for (i, v) in table.iter_mut().enumerate() {
+        *v = load_f32(t, i);
+    }
+    for r in 0..p.rows as usize {
+        let row = r * d;
+        let get = |i: usize| {
+            let b = x[row + i];
+            if p.signed {
+                i32::from(b as i8)
+            } else {
+                i32::from(b)
+            }
+        };
+        ort_softmax_row(&table, get, d, p.y_scale, p.zp, p.signed, |i, v| {
+            y[row + i] = v as u8;
+        });
+    }
+    Some(())
+}
+
 /// Calls `f(input_index, output_index)` for every element of a tensor of `shape` in order,
 /// the output index counting the axes not set in `reduced` (bit `d` for axis `d`) row-major:
 /// the index walk of a reduction. `shape` has at most [`MAX_RANK`] axes.
@@ -647,5 +711,28 @@ mod tests {
         // An axis bit beyond the rank is refused.
         let (w, n) = op(0b1000, false).encode();
         assert!(super::super::run(0, &w[..n], &[], &mut arena).is_err());
+    }
+
+    #[test]
+    fn ort_softmax_scales_by_floor_of_the_reciprocal() {
+        // Two equal values: each is half; onnxruntime multiplies by floor(1 / (1/255 as f32))
+        // = 254, so a half is 127 steps, not 127.5 -> 128.
+        let y_scale = (1.0f32 / (1.0f32 / 255.0)).floor();
+        assert_eq!(y_scale, 254.0);
+        let table = [1.0f32; 256];
+        let mut got = [0i32; 2];
+        ort_softmax_row(&table, |_| 5, 2, y_scale, -128, true, |i, v| got[i] = v);
+        assert_eq!(got, [-1, -1]);
+        ort_softmax_row(&table, |_| 5, 2, y_scale, 0, false, |i, v| got[i] = v);
+        assert_eq!(got, [127, 127]);
+        // The row maximum picks the table's top entry: int8 index uint8(127 - max + x).
+        let mut t = [0f32; 256];
+        t[127] = 3.0; // the maximum
+        t[126] = 1.0; // one below it
+        ort_softmax_row(&t, |i| [10, 9][i], 2, 100.0, 0, true, |i, v| got[i] = v);
+        assert_eq!(got, [75, 25]);
+        // An int8 result past 127 wraps, as onnxruntime's cast does.
+        ort_softmax_row(&t, |i| [10, 9][i], 2, 100.0, 60, true, |i, v| got[i] = v);
+        assert_eq!(got, [-121, 85]);
     }
 }

@@ -207,6 +207,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         Op::FloatUnary(p) => super::float::unary(&p, weights, arena),
         Op::FloatLayerNorm(p) => super::float::layer_norm(&p, weights, arena),
         Op::FloatReduce(p) => super::float::reduce(&p, weights, arena),
+        Op::OrtSoftmax(p) => super::float::ort_softmax(&p, weights, arena),
         Op::Lut8 {
             x,
             y,

@@ -51,7 +51,7 @@ pub use params::{
     ArgOp, ConcatMode, ConcatOp, ConvOp, FloatClampOp, FloatSoftmaxOp, LstmOp, MeanOp, OutRequant,
     PadOp, ReduceMode, ReduceOp, RemapOp, ResizeOp,
 };
-pub use params::{FloatLayerNormOp, FloatReduceOp, FloatUnaryOp};
+pub use params::{FloatLayerNormOp, FloatReduceOp, FloatUnaryOp, OrtSoftmaxOp};
 // movea
 pub use params::SliceOp;
 // matmul
@@ -223,6 +223,8 @@ pub enum Op {
     FloatLayerNorm(FloatLayerNormOp),
     /// Sum or mean of f32 values over some axes (see [`FloatReduceOp`]): a float island.
     FloatReduce(FloatReduceOp),
+    /// onnxruntime's QLinearSoftmax of 8-bit values (see [`OrtSoftmaxOp`]).
+    OrtSoftmax(OrtSoftmaxOp),
     /// An element-wise function of int8/uint8 values as a 256-byte table in the NPU's order:
     /// `y = table[x + 128]` for int8, `table[x]` for uint8 (sigmoid, tanh, GELU, ...).
     Lut8 {
@@ -447,6 +449,7 @@ const OP_ARG: u32 = 49;
 const OP_FLOAT_UNARY: u32 = 80;
 const OP_FLOAT_LAYER_NORM: u32 = 81;
 const OP_FLOAT_REDUCE: u32 = 82;
+const OP_ORT_SOFTMAX: u32 = 83;
 const OP_LUT8: u32 = 32;
 const OP_ACT16: u32 = 33;
 const OP_LSTM: u32 = 34;
@@ -525,6 +528,7 @@ impl Op {
             }
             Op::FloatUnary(_) => "FloatUnary",
             Op::FloatLayerNorm(_) => "LayerNormalization",
+            Op::OrtSoftmax(_) => "QLinearSoftmax",
             Op::FloatReduce(p) => {
                 if p.mean {
                     "ReduceMean"
@@ -689,6 +693,7 @@ impl Op {
             Op::FloatUnary(p) => p.put(w.put(OP_FLOAT_UNARY)),
             Op::FloatLayerNorm(p) => p.put(w.put(OP_FLOAT_LAYER_NORM)),
             Op::FloatReduce(p) => p.put(w.put(OP_FLOAT_REDUCE)),
+            Op::OrtSoftmax(p) => p.put(w.put(OP_ORT_SOFTMAX)),
             Op::Lut8 {
                 x,
                 y,
@@ -851,6 +856,7 @@ impl Op {
             OP_FLOAT_UNARY => Op::FloatUnary(FloatUnaryOp::get(&mut r)?),
             OP_FLOAT_LAYER_NORM => Op::FloatLayerNorm(FloatLayerNormOp::get(&mut r)?),
             OP_FLOAT_REDUCE => Op::FloatReduce(FloatReduceOp::get(&mut r)?),
+            OP_ORT_SOFTMAX => Op::OrtSoftmax(OrtSoftmaxOp::get(&mut r)?),
             OP_LUT8 => Op::Lut8 {
                 x: r.buf()?,
                 y: r.buf()?,

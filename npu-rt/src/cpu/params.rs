@@ -301,6 +301,23 @@ record! {
 }
 
 record! {
+    /// onnxruntime's QLinearSoftmax (what it runs a QDQ Softmax of 8-bit tensors as) over
+    /// `rows` rows of `depth` values: see [`super::float::ort_softmax_row`]. `table` (read-only)
+    /// holds its 256 f32 `exp` values for the input scale and depth; `y_scale` is its
+    /// `floor(1 / output_scale)`, `zp` the output zero point, `signed` int8 (else uint8).
+    pub struct OrtSoftmaxOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub table: Buf,
+        pub rows: u32,
+        pub depth: u32,
+        pub y_scale: f32,
+        pub zp: i32,
+        pub signed: bool,
+    }
+}
+
+record! {
     /// Layer normalisation of `rows` rows of `cols` f32 values (onnxruntime's arithmetic, see
     /// [`super::float::layer_norm_row`]): `scale` and `bias` hold `cols` f32 values each.
     pub struct FloatLayerNormOp {

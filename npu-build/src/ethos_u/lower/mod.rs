@@ -426,6 +426,10 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         | OpKind::FloatBinary(_)
         | OpKind::FloatReduce { .. }
         | OpKind::LayerNorm { .. } => Err(cx.limit(op, "the NPU has no floating point")),
+        OpKind::OrtSoftmax => Err(cx.limit(
+            op,
+            "onnxruntime's QLinearSoftmax sums and divides in float: no NPU form",
+        )),
         OpKind::ActFn(_) => act_fn::lower(cx, op),
         OpKind::Lstm(a) => lstm::lower(cx, op, a),
     }

@@ -14,7 +14,7 @@ use super::layout;
 use super::model::Node;
 use super::qdq::{QParams, QuantClasses};
 use crate::error::{Error, Result};
-use crate::ir::{Activation, DType, Graph, Op, OpKind, Quantization, Tensor, TensorId};
+use crate::ir::{Activation, DType, Graph, Op, OpKind, Quantization, Requant, Tensor, TensorId};
 
 /// An activation: an IR tensor seen by ONNX through `perm` (`onnx_shape[i] = ir_shape[perm[i]]`).
 #[derive(Clone, Debug, PartialEq)]
@@ -406,6 +406,20 @@ impl Builder {
         dtype: DType,
         out_name: &str,
     ) -> Result<TensorId> {
+        if matches!(p.kind, OpKind::Softmax { .. })
+            && p.inner.is_none()
+            && self.g.requant == Requant::Single
+            && matches!(dtype, DType::I8 | DType::U8)
+            && p.inputs.len() == 1
+            && self.g.tensors[p.inputs[0]].dtype == dtype
+            && q.scale.len() == 1
+        {
+            // onnxruntime runs a QDQ Softmax between 8-bit tensors of one type as its
+            // QLinearSoftmax kernel, with its own table and rounding.
+            let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
+            self.push_op(&p.node, OpKind::OrtSoftmax, p.inputs.clone(), vec![out]);
+            return Ok(out);
+        }
         if matches!(p.kind, OpKind::Softmax { .. })
             && p.inner.is_none()
             && super::island::softmax_in_float(q, dtype)

@@ -133,8 +133,22 @@ impl Builder {
         };
         // None of the named functions: the island's own values, quantized by the
         // QuantizeLinear after it (a table either way on the NPU and the CPU).
-        let f = match identify(&xs, &ys) {
+        // onnxruntime-quantized models: onnxruntime tabulates such functions from their float
+        // values (QLinearSigmoid, ...), so the island's own values, not TFLite's integer kernel.
+        let named = if self.g.requant == crate::ir::Requant::Single {
+            None
+        } else {
+            identify(&xs, &ys)
+        };
+        let f = match named {
             Some(f) => f,
+            None if self.g.requant == crate::ir::Requant::Single && ys.len() <= 256 => {
+                let mut v = [0f32; 256];
+                for (d, &y) in v.iter_mut().zip(&ys) {
+                    *d = y as f32;
+                }
+                ActFn::Real(v)
+            }
             // Only where nothing else can run it (an operator with neither an integer mapping
             // nor an f32 kernel): the other paths keep the IR of tf2onnx twins equal to
             // TFLite's (a float Mul by a constant is an integer Mul, say).
