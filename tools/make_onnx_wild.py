@@ -139,7 +139,8 @@ def encoder(b, t=16, d=32, heads=2):
 
 BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp, "act_mix": act_mix, "encoder": encoder}
 # Operators onnxruntime quantizes in the `islands` variants (`op_types_to_quantize`): the rest
-# (LayerNormalization, Div, Softmax, Erf, Mul, Transpose, Reshape, ReduceMean) stays float.
+# (LayerNormalization, Div, Softmax, Erf, Mul, Transpose, Reshape, ReduceMean) stays float. The
+# `floatmm` variant quantizes only Add: every MatMul stays float too.
 ISLANDS = ["MatMul", "Add"]
 FORMATS = {"qdq": QuantFormat.QDQ, "qop": QuantFormat.QOperator}
 # activation type, weight type: U8U8 is onnxruntime's asymmetric uint8 weights (per-tensor zero
@@ -155,6 +156,7 @@ def variants():
             for act in ("s8s8", "u8s8"):
                 yield f"{base}_qdq_{act}_pt", base, "qdq", act, False
             yield f"{base}_qdq_s8s8_islands", base, "qdq", "s8s8", False
+            yield f"{base}_qdq_s8s8_floatmm", base, "qdq", "s8s8", False
             continue
         if base == "act_mix":
             # QDQ only (the forms are what QDQ exporters write), per tensor.
@@ -219,7 +221,8 @@ def main():
         fp = os.path.join(tmp, base + ".onnx")
         qp = os.path.join(d, name + ".onnx")
         onnx.save(m, fp)
-        extra = {"op_types_to_quantize": ISLANDS} if name.endswith("_islands") else {}
+        extra = ({"op_types_to_quantize": ISLANDS} if name.endswith("_islands")
+                 else {"op_types_to_quantize": ["Add"]} if name.endswith("_floatmm") else {})
         quantize_static(fp, qp, Reader(ishape), quant_format=FORMATS[fmt], per_channel=pc,
                         activation_type=ACTS[act][0], weight_type=ACTS[act][1], **extra)
         s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
@@ -231,7 +234,7 @@ def main():
         meta = {"reference": "onnxruntime " + ort.__version__, "format": fmt, "activations": act,
                 "per_channel": pc, "output_step": output_step(onnx.load(qp)),
                 "tolerance": "one quantization step of the output (output_step)"}
-        if base == "encoder" and not name.endswith("_islands"):
+        if base == "encoder" and not name.endswith(("_islands", "_floatmm")):
             meta["noopt_tolerance_steps"] = 2
             meta["noopt_tolerance"] = SOFTMAX_STEPS.format(n=2) + ", and the attention spreads it"
         if base == "shuffle_cnn" and fmt == "qdq":

@@ -221,10 +221,12 @@ wild_tests!(
     shuffle_cnn_qop_u8u8_pt,
     // A transformer encoder block: LayerNormalization in float (onnxruntime leaves it so), the
     // attention's MatMuls of two activations; `islands` leaves Div, Softmax, Erf, Mul, ReduceMean
-    // and the head reshapes in float too.
+    // and the head reshapes in float too, `floatmm` the MatMuls as well.
     encoder_qdq_s8s8_pt,
     encoder_qdq_u8s8_pt,
     encoder_qdq_s8s8_islands,
+    // Only Add quantized: every MatMul (weights and attention) runs in f32.
+    encoder_qdq_s8s8_floatmm,
     // keras.applications MobileNetV3Small through tf2onnx and onnxruntime's quantizer.
     mnv3s_qdq_s8s8_pc,
     mnv3s_qdq_u8u8_pt,

@@ -472,6 +472,7 @@ fn batch_matmul(
         multiplier: mm.rescale.multiplier,
         shift: mm.rescale.shift,
         round_once: mm.rescale.single,
+        float: mm.float,
     }))
 }
 

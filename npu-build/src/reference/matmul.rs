@@ -32,6 +32,8 @@ pub struct BatchMatMul {
     pub(crate) zb: i32,
     pub(crate) zo: i32,
     pub(crate) rescale: Rescale,
+    /// f32 operands and result (a float island's MatMul; the quantization fields unused).
+    pub(crate) float: bool,
 }
 
 impl BatchMatMul {
@@ -46,8 +48,9 @@ impl BatchMatMul {
             return Err(node_err(op, "expects inputs [a, b] and one output"));
         };
         let (at, bt, yt) = (&g.tensors[a], &g.tensors[b], &g.tensors[y]);
+        let float = [at, bt, yt].iter().all(|t| t.dtype == DType::F32);
         for t in [at, bt, yt] {
-            if t.dtype != DType::I8 {
+            if t.dtype != DType::I8 && !float {
                 return Err(node_err(
                     op,
                     format!(
@@ -57,9 +60,15 @@ impl BatchMatMul {
                 ));
             }
         }
-        let (sa, za) = per_tensor(g, op, a)?;
-        let (sb, zb) = per_tensor(g, op, b)?;
-        let (so, zo) = per_tensor(g, op, y)?;
+        let ((sa, za), (sb, zb), (so, zo)) = if float {
+            ((1.0, 0), (1.0, 0), (1.0, 0))
+        } else {
+            (
+                per_tensor(g, op, a)?,
+                per_tensor(g, op, b)?,
+                per_tensor(g, op, y)?,
+            )
+        };
         for (t, z) in [(at, za), (bt, zb), (yt, zo)] {
             if !(-128..=127).contains(&z) {
                 return Err(node_err(
@@ -117,6 +126,7 @@ impl BatchMatMul {
             zb,
             zo,
             rescale,
+            float,
         })
     }
 
@@ -140,8 +150,46 @@ impl BatchMatMul {
     }
 }
 
+impl BatchMatMul {
+    /// The f32 product: each output sums its `k` products in order in single precision (the
+    /// CPU kernel's order).
+    fn run_f32(&self, a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
+        let (m, k, n) = (self.m, self.k, self.n);
+        let total: usize = self.batch.iter().product();
+        let mut out = zeroed::<f32>(total * m * n, "batch matmul output")?;
+        let mut ok = true;
+        for_each_broadcast(
+            &self.batch,
+            &self.a_strides,
+            &self.b_strides,
+            |bi, ai, bj| {
+                let (ab, bb, ob) = (ai * m * k, bj * k * n, bi * m * n);
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut acc = 0f32;
+                        for kk in 0..k {
+                            match (a.get(ab + self.a_at(i, kk)), b.get(bb + self.b_at(kk, j))) {
+                                (Some(&x), Some(&w)) => acc += x * w,
+                                _ => ok = false,
+                            }
+                        }
+                        out[ob + i * n + j] = acc;
+                    }
+                }
+            },
+        );
+        if !ok {
+            return Err(bad_data());
+        }
+        Ok(out)
+    }
+}
+
 impl Kernel for BatchMatMul {
     fn run(&self, inputs: &[&Data]) -> Result<Data> {
+        if let (Some(Data::F32(a)), Some(Data::F32(b))) = (inputs.first(), inputs.get(1)) {
+            return self.run_f32(a, b).map(Data::F32);
+        }
         let (Some(Data::I8(a)), Some(Data::I8(b))) = (inputs.first(), inputs.get(1)) else {
             return Err(bad_data());
         };

@@ -8,7 +8,7 @@
 
 use super::Elem;
 use super::MAX_RANK;
-use super::elem::{Int, with_int};
+use super::elem::{Int, load_f32, store_f32, with_int};
 use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::kernels::{operands, volume};
 use super::params::{ConvOp, MatMulOp};
@@ -132,7 +132,14 @@ pub(super) fn batch_matmul(p: &MatMulOp, weights: &[u8], arena: &mut [u8]) -> Op
     let na = volume(&p.a_batch[..r])?.checked_mul(m)?.checked_mul(k)?;
     let nbb = volume(&p.b_batch[..r])?.checked_mul(k)?.checked_mul(n)?;
     let ny = nb.checked_mul(m)?.checked_mul(n)?;
-    let ([a, b], y) = operands(weights, arena, [(p.a, na), (p.b, nbb)], (p.y, ny))?;
+    // Bytes per element.
+    let e = if p.float { 4 } else { 1 };
+    let ([a, b], y) = operands(
+        weights,
+        arena,
+        [(p.a, na.checked_mul(e)?), (p.b, nbb.checked_mul(e)?)],
+        (p.y, ny.checked_mul(e)?),
+    )?;
     if ny == 0 {
         return Some(());
     }
@@ -156,6 +163,16 @@ pub(super) fn batch_matmul(p: &MatMulOp, weights: &[u8], arena: &mut [u8]) -> Op
         let (ab, bb, yb) = (ai * m * k, bj * k * n, bi * m * n);
         for i in 0..m {
             for j in 0..n {
+                if p.float {
+                    let mut acc = 0f32;
+                    for kk in 0..k {
+                        let ao = if p.adj_a { kk * m + i } else { i * k + kk };
+                        let bo = if p.adj_b { j * k + kk } else { kk * n + j };
+                        acc += load_f32(a, ab + ao) * load_f32(b, bb + bo);
+                    }
+                    store_f32(y, yb + i * n + j, acc);
+                    continue;
+                }
                 let mut acc = 0i32;
                 for kk in 0..k {
                     let ao = if p.adj_a { kk * m + i } else { i * k + kk };

@@ -1159,6 +1159,7 @@ mod tests {
                 multiplier: 1 << 30,
                 shift: 0,
                 round_once: true,
+                float: false,
             }),
             Op::Lstm(LstmOp {
                 x: Buf::arena(0),

@@ -416,6 +416,9 @@ record! {
         pub shift: i32,
         /// Round once, half up, instead of TFLite's twice (see [`ConvOp::round_once`]).
         pub round_once: bool,
+        /// f32 operands and result (a float island's MatMul): products summed in order in
+        /// single precision; the quantization fields are unused.
+        pub float: bool,
     }
 }
 

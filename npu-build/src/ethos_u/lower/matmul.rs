@@ -32,6 +32,9 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         return Err(Lowering::invalid(op, "internal: not a BatchMatMul"));
     };
     let mm = BatchMatMul::new(cx.graph, op, adj_a, adj_b)?;
+    if mm.float {
+        return Err(cx.limit(op, "the NPU has no floating point"));
+    }
     let (a, b, y) = (op.inputs[0], op.inputs[1], op.outputs[0]);
     let batch: usize = mm.batch.iter().product();
     let g = cx.graph;

@@ -50,6 +50,7 @@ const FLOAT_CAPABLE: &[&str] = &[
     "HardSigmoid",
     "LayerNormalization",
     "LeakyRelu",
+    "MatMul",
     "Max",
     "Min",
     "Mul",
@@ -142,6 +143,7 @@ impl Builder {
             "Softmax" => self.float_softmax(n),
             "Concat" => self.float_concat(n),
             "ReduceMean" | "ReduceSum" => self.float_reduce(n),
+            "MatMul" => self.float_matmul(n),
             _ => self.float_unary(n),
         }
     }
@@ -358,6 +360,43 @@ impl Builder {
                 mean,
             },
             vec![x],
+            vec![out],
+        );
+        Ok(out)
+    }
+
+    /// MatMul of float operands of rank 2 or more (numpy broadcasting of the batch axes).
+    fn float_matmul(&mut self, n: &Node) -> Result<TensorId> {
+        if n.inputs.len() != 2 {
+            return Err(n.err("a MatMul takes two inputs"));
+        }
+        let (a, b) = (self.float_operand(n, 0)?, self.float_operand(n, 1)?);
+        let (sa, sb) = (self.operand_shape(&a), self.operand_shape(&b));
+        if sa.len() < 2 || sb.len() < 2 {
+            return Err(n.err(format!(
+                "a float MatMul of shapes {sa:?} and {sb:?}: both need rank 2 or more"
+            )));
+        }
+        let (ra, rb) = (sa.len() - 2, sb.len() - 2);
+        if sa[ra + 1] != sb[rb] {
+            return Err(n.err(format!("shapes {sa:?} and {sb:?} cannot be multiplied")));
+        }
+        let mut shape =
+            crate::reference::util::broadcast_shape(&sa[..ra], &sb[..rb]).ok_or_else(|| {
+                n.err(format!(
+                    "the batch axes of {sa:?} and {sb:?} do not broadcast"
+                ))
+            })?;
+        shape.extend([sa[ra], sb[rb + 1]]);
+        let (a, b) = (self.float_tensor(n, 0, a)?, self.float_tensor(n, 1, b)?);
+        let out = self.float_out(n, shape)?;
+        self.push_op(
+            &n.name,
+            OpKind::BatchMatMul {
+                adj_a: false,
+                adj_b: false,
+            },
+            vec![a, b],
             vec![out],
         );
         Ok(out)
