@@ -137,7 +137,19 @@ def encoder(b, t=16, d=32, heads=2):
     return linear(b, x, d, 10, "head"), (1, t, d), (1, 10)
 
 
-BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp, "act_mix": act_mix, "encoder": encoder}
+def upsample(b):
+    """A decoder step as PyTorch exports one (NCHW): conv, bilinear Resize x2 (half_pixel, the
+    default of nn.Upsample(align_corners=False)), a Sigmoid gate, conv."""
+    x = b.conv("input", 3, 8, 3, 1)
+    roi = b.const(np.zeros(0), "roi")
+    scales = b.const(np.array([1.0, 1.0, 2.0, 2.0]), "scales")
+    x = b.op("Resize", [x, roi, scales], mode="linear", coordinate_transformation_mode="half_pixel")
+    x = b.op("Mul", [x, b.op("Sigmoid", [x])])
+    return b.conv(x, 8, 4, 3, 1, act=None), (1, 3, 8, 8), (1, 4, 16, 16)
+
+
+BASES = {"shuffle_cnn": shuffle_cnn, "mlp": mlp, "act_mix": act_mix, "encoder": encoder,
+         "upsample": upsample}
 # Operators onnxruntime quantizes in the `islands` variants (`op_types_to_quantize`): the rest
 # (LayerNormalization, Div, Softmax, Erf, Mul, Transpose, Reshape, ReduceMean) stays float. The
 # `floatmm` variant quantizes only Add: every MatMul stays float too.
@@ -157,6 +169,11 @@ def variants():
                 yield f"{base}_qdq_{act}_pt", base, "qdq", act, False
             yield f"{base}_qdq_s8s8_islands", base, "qdq", "s8s8", False
             yield f"{base}_qdq_s8s8_floatmm", base, "qdq", "s8s8", False
+            continue
+        if base == "upsample":
+            # Resize quantized by onnxruntime, and left in float (only Conv quantized).
+            yield f"{base}_qdq_u8s8_pt", base, "qdq", "u8s8", False
+            yield f"{base}_qdq_s8s8_floatresize", base, "qdq", "s8s8", False
             continue
         if base == "act_mix":
             # QDQ only (the forms are what QDQ exporters write), per tensor.
@@ -222,7 +239,8 @@ def main():
         qp = os.path.join(d, name + ".onnx")
         onnx.save(m, fp)
         extra = ({"op_types_to_quantize": ISLANDS} if name.endswith("_islands")
-                 else {"op_types_to_quantize": ["Add"]} if name.endswith("_floatmm") else {})
+                 else {"op_types_to_quantize": ["Add"]} if name.endswith("_floatmm")
+                 else {"op_types_to_quantize": ["Conv"]} if name.endswith("_floatresize") else {})
         quantize_static(fp, qp, Reader(ishape), quant_format=FORMATS[fmt], per_channel=pc,
                         activation_type=ACTS[act][0], weight_type=ACTS[act][1], **extra)
         s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
@@ -237,6 +255,11 @@ def main():
         if base == "encoder" and not name.endswith(("_islands", "_floatmm")):
             meta["noopt_tolerance_steps"] = 2
             meta["noopt_tolerance"] = SOFTMAX_STEPS.format(n=2) + ", and the attention spreads it"
+        if name == "upsample_qdq_u8s8_pt":
+            meta["noopt_tolerance_steps"] = 1
+            meta["noopt_tolerance"] = ("one step: the quantized bilinear Resize interpolates as "
+                                       "TFLite's integer kernel does (1/1024 fractions), not as "
+                                       "onnxruntime's")
         if base == "shuffle_cnn" and fmt == "qdq":
             meta["noopt_tolerance_steps"], meta["noopt_tolerance"] = 1, SOFTMAX_STEPS.format(n=1)
         json.dump(meta, open(f"{d}/io/io.json", "w"), indent=1)

@@ -227,6 +227,10 @@ wild_tests!(
     encoder_qdq_s8s8_islands,
     // Only Add quantized: every MatMul (weights and attention) runs in f32.
     encoder_qdq_s8s8_floatmm,
+    // A PyTorch-style decoder step: bilinear Resize quantized (TFLite's integer interpolation,
+    // one step from onnxruntime's) and left in float.
+    upsample_qdq_u8s8_pt,
+    upsample_qdq_s8s8_floatresize,
     // keras.applications MobileNetV3Small through tf2onnx and onnxruntime's quantizer.
     mnv3s_qdq_s8s8_pc,
     mnv3s_qdq_u8u8_pt,

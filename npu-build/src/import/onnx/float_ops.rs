@@ -212,6 +212,17 @@ impl Builder {
         Ok(Operand::Tensor(self.relayout(&act, &ident)?.id))
     }
 
+    /// Input `i` of `n` as an f32 activation in ONNX order (for operators with their own
+    /// mapping that also take float values: Resize).
+    pub(crate) fn float_act(&mut self, n: &Node, i: usize) -> Result<Act> {
+        let o = self.float_operand(n, i)?;
+        let id = self.float_tensor(n, i, o)?;
+        Ok(Act {
+            perm: layout::identity(self.tensor(id).shape.len()),
+            id,
+        })
+    }
+
     /// A float operand as an IR tensor (constants become f32 IR constants).
     fn float_tensor(&mut self, n: &Node, i: usize, o: Operand) -> Result<TensorId> {
         Ok(match o {

@@ -7,13 +7,13 @@
 
 use std::rc::Rc;
 
-use super::super::builder::{Builder, Val};
+use super::super::builder::{Act, Builder, Val};
 use super::super::constant::Elems;
 use super::super::layout::NCHW_OVER_NHWC;
 use super::super::model::Node;
 use super::super::qdq::normalize_axis;
 use crate::error::Result;
-use crate::ir::{OpKind, ResizeMode};
+use crate::ir::{DType, OpKind, ResizeMode};
 
 /// Largest output height or width we check index by index.
 const MAX_RESIZE_DIM: usize = 1 << 16;
@@ -106,9 +106,12 @@ impl Builder {
         {
             return Err(n.err(format!("keep_aspect_ratio_policy '{p}' is not supported")));
         }
-        let (x, integer) = match self.input(n, 0)? {
-            Val::Deq(a) => (a, false),
-            Val::Int(a) if mode == "nearest" => (a, true),
+        let (x, integer, float) = match self.input(n, 0)? {
+            Val::Deq(a) => (a, false, false),
+            Val::Int(a) if mode == "nearest" => (a, true, false),
+            // A float island's value (or an operator computed in float for it): TFLite's float
+            // resize on the CPU.
+            Val::Float(_) | Val::Pending(_) => (self.float_act(n, 0)?, false, true),
             other => return Err(self.not_quantized(n, 0, &other)),
         };
         let xs = self.act_shape(&x);
@@ -233,6 +236,17 @@ impl Builder {
         let shape = vec![xs[0], out[2], out[3], xs[1]];
         if integer {
             return self.emit_integer(n, kind, vec![x.id], shape, x.perm, x.id);
+        }
+        if float {
+            let out = self.add_tensor(n.output()?, shape, DType::F32, None, None);
+            self.push_op(&n.name, kind, vec![x.id], vec![out]);
+            return self.bind_output(
+                n,
+                Val::Float(Act {
+                    id: out,
+                    perm: x.perm,
+                }),
+            );
         }
         let mut p = self.pending(n, kind, vec![x.id], shape, x.perm);
         p.keep_quant_of = Some(x.id);
