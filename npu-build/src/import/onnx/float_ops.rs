@@ -6,9 +6,12 @@
 //!
 //! An operator computes in float when it has no integer mapping (`LayerNormalization`, and
 //! `Div`, `Pow`, `Sqrt`, `Reciprocal`, `Erf` when [`Builder::float_function`] did not make
-//! them one table), or when one of its inputs is already a float tensor. Float values are kept
-//! in ONNX order (identity layout): the operators here read whole rows or broadcast by ONNX
-//! shapes. `Reshape`, `Transpose` and friends move float values through their own mappings.
+//! them one table), when one of its inputs is already a float tensor, or when its integer
+//! mapping failed (emitting nothing) on a pending operator that only a quantization could
+//! finalize: that operator is then computed in float too. Float values are kept in ONNX order
+//! (identity layout): the operators here read whole rows or broadcast by ONNX shapes.
+//! `Reshape`, `Transpose` and friends move float values through their own mappings, `Resize`
+//! takes them through [`Builder::float_act`]. The facts: `docs/onnx.md`.
 //!
 //! [`Builder::float_function`]: super::builder::Builder::float_function
 
@@ -98,15 +101,7 @@ impl Builder {
         if !(activation_input && (FLOAT_ONLY.contains(&op) || float_input)) {
             return Ok(false);
         }
-        let out = self.float_compute(n)?;
-        self.bind_output(
-            n,
-            Val::Float(Act {
-                perm: layout::identity(self.tensor(out).shape.len()),
-                id: out,
-            }),
-        )?;
-        Ok(true)
+        self.bind_float(n)
     }
 
     /// After the integer mapping of `n` failed without emitting anything: maps it in float if
@@ -124,6 +119,11 @@ impl Builder {
         if !floatable {
             return Ok(false);
         }
+        self.bind_float(n)
+    }
+
+    /// Computes `n` in float and binds its output as a float value (ONNX order).
+    fn bind_float(&mut self, n: &Node) -> Result<bool> {
         let out = self.float_compute(n)?;
         self.bind_output(
             n,
