@@ -118,6 +118,14 @@ impl Builder {
                     ([_], "Tanh") => ActFn::Tanh,
                     _ => return Ok(false),
                 };
+                // TFLite's kernels produce scale 1/32768, zero point 0 only; other output
+                // quantizations (and onnxruntime's models, which compute the function in
+                // float) stay a float island.
+                if self.g.requant == crate::ir::Requant::Single
+                    || !self.quantized_as(nodes, &island.out, 1.0 / 32768.0, 0)
+                {
+                    return Ok(false);
+                }
                 return Ok(self.bind_function(nodes, k, &island, x, f, done));
             }
             _ => return Ok(false),
@@ -167,6 +175,23 @@ impl Builder {
             None => return Ok(false),
         };
         Ok(self.bind_function(nodes, k, &island, x, f, done))
+    }
+
+    /// Whether every reader of `value` is a QuantizeLinear with constant `scale` and zero point
+    /// `zero_point`.
+    fn quantized_as(&self, nodes: &[Node], value: &str, scale: f64, zero_point: i64) -> bool {
+        let constant = |name: Option<&String>| match name.and_then(|n| self.vals.get(n)) {
+            Some(Val::Const(c)) => c.scalar_f64(),
+            _ => None,
+        };
+        nodes
+            .iter()
+            .filter(|n| n.inputs.contains(&value.to_string()))
+            .all(|n| {
+                n.op_type == "QuantizeLinear"
+                    && constant(n.inputs.get(1)) == Some(scale)
+                    && constant(n.inputs.get(2)).unwrap_or(0.0) == zero_point as f64
+            })
     }
 
     /// Binds the island's output to one pending [`OpKind::ActFn`] operator `f` of `x`.

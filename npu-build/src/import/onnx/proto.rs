@@ -417,6 +417,16 @@ impl TensorProto {
         )
     }
 
+    /// An INT16 tensor.
+    pub fn from_i16(name: &str, dims: &[i64], v: &[i16]) -> Self {
+        Self::raw(
+            name,
+            data_type::INT16,
+            dims,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+    }
+
     /// A UINT8 tensor.
     pub fn from_u8(name: &str, dims: &[i64], v: &[u8]) -> Self {
         Self::raw(name, data_type::UINT8, dims, v.to_vec())

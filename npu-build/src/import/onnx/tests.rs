@@ -1645,3 +1645,31 @@ fn onnxruntime_quantized_models_round_once() {
     assert_eq!(requant("tf2onnx"), crate::ir::Requant::Tflite);
     assert_eq!(requant(""), crate::ir::Requant::Tflite);
 }
+
+#[test]
+fn int16_sigmoid_outside_tflites_output_scale_is_a_float_island() {
+    // int16 QDQ Sigmoid: with output scale 1/32768 it is TFLite's int16 LOGISTIC; with another
+    // (1/65536 here) TFLite has no kernel, so it runs as a float island.
+    let model = |out_scale: f32| {
+        M::new()
+            .input("x", dt::INT16, &[1, 4])
+            .output("y", dt::INT16, &[1, 4])
+            .init(T::from_f32("qi_s", &[], &[1.0 / 4096.0]))
+            .init(T::from_i16("qi_z", &[], &[0]))
+            .init(T::from_f32("qo_s", &[], &[out_scale]))
+            .init(T::from_i16("qo_z", &[], &[0]))
+            .dq("x", "qi", "xd")
+            .node("Sigmoid", &["xd"], &["p"], vec![])
+            .q("p", "qo", "y")
+    };
+    assert_eq!(kinds(&model(1.0 / 32768.0).ok()), ["Logistic"]);
+    let g = model(1.0 / 65536.0).ok();
+    assert_eq!(kinds(&g), ["Dequantize", "FloatUnary", "Quantize"]);
+    let out = crate::reference::run(
+        &g,
+        &[Value::new(vec![1, 4], Data::I16(vec![0, 4096, -4096, 32767])).unwrap()],
+    )
+    .expect("run");
+    // sigmoid(0, 1, -1, 8) * 65536, saturated at 32767.
+    assert_eq!(out[0].data, Data::I16(vec![32767, 32767, 17625, 32767]));
+}
