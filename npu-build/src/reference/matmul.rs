@@ -151,12 +151,19 @@ impl BatchMatMul {
 }
 
 impl BatchMatMul {
-    /// The f32 product: each output sums its `k` products in order in single precision (the
-    /// CPU kernel's order).
-    fn run_f32(&self, a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
+    /// Every output element: `finish` of its `k` products folded by `step` from `zero` in
+    /// order (the CPU kernel's order).
+    fn product<T: Copy, A: Copy, O: Default + Clone>(
+        &self,
+        a: &[T],
+        b: &[T],
+        zero: A,
+        step: impl Fn(A, T, T) -> A,
+        finish: impl Fn(A) -> O,
+    ) -> Result<Vec<O>> {
         let (m, k, n) = (self.m, self.k, self.n);
         let total: usize = self.batch.iter().product();
-        let mut out = zeroed::<f32>(total * m * n, "batch matmul output")?;
+        let mut out = zeroed::<O>(total * m * n, "batch matmul output")?;
         let mut ok = true;
         for_each_broadcast(
             &self.batch,
@@ -166,14 +173,14 @@ impl BatchMatMul {
                 let (ab, bb, ob) = (ai * m * k, bj * k * n, bi * m * n);
                 for i in 0..m {
                     for j in 0..n {
-                        let mut acc = 0f32;
+                        let mut acc = zero;
                         for kk in 0..k {
                             match (a.get(ab + self.a_at(i, kk)), b.get(bb + self.b_at(kk, j))) {
-                                (Some(&x), Some(&w)) => acc += x * w,
+                                (Some(&x), Some(&w)) => acc = step(acc, x, w),
                                 _ => ok = false,
                             }
                         }
-                        out[ob + i * n + j] = acc;
+                        out[ob + i * n + j] = finish(acc);
                     }
                 }
             },
@@ -187,45 +194,26 @@ impl BatchMatMul {
 
 impl Kernel for BatchMatMul {
     fn run(&self, inputs: &[&Data]) -> Result<Data> {
-        if let (Some(Data::F32(a)), Some(Data::F32(b))) = (inputs.first(), inputs.get(1)) {
-            return self.run_f32(a, b).map(Data::F32);
-        }
-        let (Some(Data::I8(a)), Some(Data::I8(b))) = (inputs.first(), inputs.get(1)) else {
-            return Err(bad_data());
-        };
-        let (m, k, n) = (self.m, self.k, self.n);
-        let total: usize = self.batch.iter().product();
-        let mut out = zeroed::<i8>(total * m * n, "batch matmul output")?;
-        let mut ok = true;
-        for_each_broadcast(
-            &self.batch,
-            &self.a_strides,
-            &self.b_strides,
-            |bi, ai, bj| {
-                let (ab, bb) = (ai * m * k, bj * k * n);
-                let ob = bi * m * n;
-                for i in 0..m {
-                    for j in 0..n {
-                        let mut acc = 0i32;
-                        for kk in 0..k {
-                            let (Some(&x), Some(&w)) =
-                                (a.get(ab + self.a_at(i, kk)), b.get(bb + self.b_at(kk, j)))
-                            else {
-                                ok = false;
-                                return;
-                            };
-                            let p = (i32::from(x) - self.za) * (i32::from(w) - self.zb);
-                            acc = acc.wrapping_add(p);
-                        }
+        match (inputs.first(), inputs.get(1)) {
+            // f32: summed in order in single precision.
+            (Some(Data::F32(a)), Some(Data::F32(b))) => self
+                .product(a, b, 0f32, |acc, x, w| acc + x * w, |acc| acc)
+                .map(Data::F32),
+            (Some(Data::I8(a)), Some(Data::I8(b))) => self
+                .product(
+                    a,
+                    b,
+                    0i32,
+                    |acc, x, w| {
+                        acc.wrapping_add((i32::from(x) - self.za) * (i32::from(w) - self.zb))
+                    },
+                    |acc| {
                         let v = self.rescale.apply(acc).wrapping_add(self.zo);
-                        out[ob + i * n + j] = v.clamp(-128, 127) as i8;
-                    }
-                }
-            },
-        );
-        if !ok {
-            return Err(bad_data());
+                        v.clamp(-128, 127) as i8
+                    },
+                )
+                .map(Data::I8),
+            _ => Err(bad_data()),
         }
-        Ok(Data::I8(out))
     }
 }

@@ -287,42 +287,34 @@ pub(crate) fn ort_softmax_table(x_scale: f32, depth: usize, signed: bool) -> [f3
     t
 }
 
+impl OrtSoftmax {
+    fn run_typed<T: QInt>(&self, x: &[T]) -> Result<Data> {
+        let n = self.depth;
+        if x.len() != self.rows * n {
+            return Err(bad_data());
+        }
+        let mut y = zeroed::<T>(x.len(), "softmax output")?;
+        for r in 0..self.rows {
+            let row = r * n;
+            npu_rt::cpu::float::ort_softmax_row(
+                &self.table,
+                |i| x[row + i].get(),
+                n,
+                self.y_scale,
+                self.zp,
+                self.signed,
+                |i, v| y[row + i] = T::put(v),
+            );
+        }
+        Ok(T::wrap(y))
+    }
+}
+
 impl Kernel for OrtSoftmax {
     fn run(&self, inputs: &[&Data]) -> Result<Data> {
-        let n = self.depth;
         match inputs[0] {
-            Data::I8(x) if self.signed && x.len() == self.rows * n => {
-                let mut y = vec![0i8; x.len()];
-                for r in 0..self.rows {
-                    let row = r * n;
-                    npu_rt::cpu::float::ort_softmax_row(
-                        &self.table,
-                        |i| i32::from(x[row + i]),
-                        n,
-                        self.y_scale,
-                        self.zp,
-                        true,
-                        |i, v| y[row + i] = v as i8,
-                    );
-                }
-                Ok(Data::I8(y))
-            }
-            Data::U8(x) if !self.signed && x.len() == self.rows * n => {
-                let mut y = vec![0u8; x.len()];
-                for r in 0..self.rows {
-                    let row = r * n;
-                    npu_rt::cpu::float::ort_softmax_row(
-                        &self.table,
-                        |i| i32::from(x[row + i]),
-                        n,
-                        self.y_scale,
-                        self.zp,
-                        false,
-                        |i, v| y[row + i] = v as u8,
-                    );
-                }
-                Ok(Data::U8(y))
-            }
+            Data::I8(x) if self.signed => self.run_typed(x),
+            Data::U8(x) if !self.signed => self.run_typed(x),
             _ => Err(bad_data()),
         }
     }

@@ -426,14 +426,7 @@ impl Builder {
         {
             // A float island: dequantize, f32 softmax, quantize.
             let tmp = self.finalize_float(p, &format!("{out_name}_float"))?;
-            let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
-            self.push_op(
-                &format!("{}_quantize", p.node),
-                OpKind::Quantize,
-                vec![tmp],
-                vec![out],
-            );
-            return Ok(out);
+            return Ok(self.quantized_into(p, tmp, q, dtype, out_name, "quantize"));
         }
         if matches!(p.kind, OpKind::BatchMatMul { .. }) && dtype == DType::U8 {
             // TFLite's BATCH_MATMUL is int8 only: compute in int8 with the zero point moved by
@@ -441,14 +434,7 @@ impl Builder {
             let mut q8 = q.clone();
             q8.zero_point.iter_mut().for_each(|z| *z -= 128);
             let tmp = self.finalize(p, &q8, DType::I8, &format!("{out_name}_int8"))?;
-            let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
-            self.push_op(
-                &format!("{}_to_uint8", p.node),
-                OpKind::Quantize,
-                vec![tmp],
-                vec![out],
-            );
-            return Ok(out);
+            return Ok(self.quantized_into(p, tmp, q, dtype, out_name, "to_uint8"));
         }
         let mut inputs = p.inputs.clone();
         if let Some(inner) = &p.inner {
@@ -469,19 +455,34 @@ impl Builder {
                     None,
                 );
                 self.push_op(&p.node, p.kind.clone(), inputs, vec![tmp]);
-                let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
-                self.push_op(
-                    &format!("{}_requantize", p.node),
-                    OpKind::Quantize,
-                    vec![tmp],
-                    vec![out],
-                );
-                return Ok(out);
+                return Ok(self.quantized_into(p, tmp, q, dtype, out_name, "requantize"));
             }
         }
         let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
         self.push_op(&p.node, p.kind.clone(), inputs, vec![out]);
         Ok(out)
+    }
+
+    /// A new tensor `out_name` (`q`, `dtype`, `p`'s shape) made from `tmp` by one IR Quantize
+    /// named after `p`'s node and `what`: the last step of finalizing `p` in another type or
+    /// quantization.
+    fn quantized_into(
+        &mut self,
+        p: &Pending,
+        tmp: TensorId,
+        q: &Quantization,
+        dtype: DType,
+        out_name: &str,
+        what: &str,
+    ) -> TensorId {
+        let out = self.add_tensor(out_name, p.shape.clone(), dtype, Some(q.clone()), None);
+        self.push_op(
+            &format!("{}_{what}", p.node),
+            OpKind::Quantize,
+            vec![tmp],
+            vec![out],
+        );
+        out
     }
 
     /// Emits `p` computing in float (only for ops marked `float_ok`): its input is dequantized

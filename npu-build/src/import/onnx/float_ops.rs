@@ -326,32 +326,13 @@ impl Builder {
     fn float_reduce(&mut self, n: &Node) -> Result<TensorId> {
         n.max_inputs(2)?;
         let mean = n.op_type == "ReduceMean";
-        let from_input = self.opset >= if mean { 18 } else { 13 };
-        let axes = if from_input {
-            match n.input(1) {
-                Some(_) => self.ints_input(n, 1)?,
-                None => Vec::new(),
-            }
-        } else {
-            n.attr_ints("axes")?.unwrap_or_default()
-        };
         let x = self.float_operand(n, 0)?;
         let x = self.float_tensor(n, 0, x)?;
         let shape = self.tensor(x).shape.clone();
         let rank = shape.len();
         let keep_dims = n.attr_i_or("keepdims", 1)? != 0;
-        let mut axes: Vec<usize> = if axes.is_empty() {
-            if n.attr_i_or("noop_with_empty_axes", 0)? != 0 {
-                return Ok(x);
-            }
-            (0..rank).collect()
-        } else {
-            axes.iter()
-                .map(|&a| {
-                    normalize_axis(a, rank)
-                        .ok_or_else(|| n.err(format!("axis {a} is out of range for rank {rank}")))
-                })
-                .collect::<Result<_>>()?
+        let Some(mut axes) = self.reduce_axes(n, rank, if mean { 18 } else { 13 })? else {
+            return Ok(x);
         };
         axes.sort_unstable();
         axes.dedup();

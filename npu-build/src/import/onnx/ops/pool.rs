@@ -5,7 +5,6 @@ use std::rc::Rc;
 use super::super::builder::{Act, Builder, Val};
 use super::super::layout::NCHW_OVER_NHWC;
 use super::super::model::Node;
-use super::super::qdq::normalize_axis;
 use super::conv::window;
 use super::to_positive;
 use crate::error::Result;
@@ -111,28 +110,9 @@ impl Builder {
             Val::Deq(a) => a,
             other => return Err(self.not_quantized(n, 0, &other)),
         };
-        let axes = if self.opset >= 18 {
-            match n.input(1) {
-                Some(_) => self.ints_input(n, 1)?,
-                None => Vec::new(),
-            }
-        } else {
-            n.attr_ints("axes")?.unwrap_or_default()
-        };
         let keep = n.attr_i_or("keepdims", 1)? != 0;
-        let rank = x.perm.len();
-        let axes: Vec<usize> = if axes.is_empty() {
-            if n.attr_i_or("noop_with_empty_axes", 0)? != 0 {
-                return self.bind_output(n, Val::Deq(x));
-            }
-            (0..rank).collect()
-        } else {
-            axes.iter()
-                .map(|&a| {
-                    normalize_axis(a, rank)
-                        .ok_or_else(|| n.err(format!("axis {a} is out of range for rank {rank}")))
-                })
-                .collect::<Result<_>>()?
+        let Some(axes) = self.reduce_axes(n, x.perm.len(), 18)? else {
+            return self.bind_output(n, Val::Deq(x));
         };
         self.mean(n, x, &axes, keep)
     }

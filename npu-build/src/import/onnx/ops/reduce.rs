@@ -11,6 +11,39 @@ const ONNX_INT32: i64 = 6;
 const ONNX_INT64: i64 = 7;
 
 impl Builder {
+    /// The ONNX axes a reduction node `n` of a rank-`rank` input reduces: input 1 from opset
+    /// `input_from` on, the `axes` attribute before; none given means every axis, or `None`
+    /// when `noop_with_empty_axes` asks for the input unchanged. Negative axes count from the
+    /// end.
+    pub(crate) fn reduce_axes(
+        &self,
+        n: &Node,
+        rank: usize,
+        input_from: i64,
+    ) -> Result<Option<Vec<usize>>> {
+        let axes = if self.opset >= input_from {
+            match n.input(1) {
+                Some(_) => self.ints_input(n, 1)?,
+                None => Vec::new(),
+            }
+        } else {
+            n.attr_ints("axes")?.unwrap_or_default()
+        };
+        if axes.is_empty() {
+            if n.attr_i_or("noop_with_empty_axes", 0)? != 0 {
+                return Ok(None);
+            }
+            return Ok(Some((0..rank).collect()));
+        }
+        axes.iter()
+            .map(|&a| {
+                normalize_axis(a, rank)
+                    .ok_or_else(|| n.err(format!("axis {a} is out of range for rank {rank}")))
+            })
+            .collect::<Result<_>>()
+            .map(Some)
+    }
+
     /// `ReduceSum` (axes from input 1 since opset 13), `ReduceMax` / `ReduceMin` (input 1 since
     /// opset 18, the `axes` attribute before) of a dequantized tensor.
     pub(crate) fn reduce(&mut self, n: &Node) -> Result<()> {
@@ -19,33 +52,14 @@ impl Builder {
             Val::Deq(a) => a,
             other => return Err(self.not_quantized(n, 0, &other)),
         };
-        let (op, axes_from_input) = match n.op_type.as_str() {
-            "ReduceSum" => (ReduceOp::Sum, self.opset >= 13),
-            "ReduceMax" => (ReduceOp::Max, self.opset >= 18),
-            _ => (ReduceOp::Min, self.opset >= 18),
-        };
-        let axes = if axes_from_input {
-            match n.input(1) {
-                Some(_) => self.ints_input(n, 1)?,
-                None => Vec::new(),
-            }
-        } else {
-            n.attr_ints("axes")?.unwrap_or_default()
+        let (op, input_from) = match n.op_type.as_str() {
+            "ReduceSum" => (ReduceOp::Sum, 13),
+            "ReduceMax" => (ReduceOp::Max, 18),
+            _ => (ReduceOp::Min, 18),
         };
         let keep = n.attr_i_or("keepdims", 1)? != 0;
-        let rank = x.perm.len();
-        let axes: Vec<usize> = if axes.is_empty() {
-            if n.attr_i_or("noop_with_empty_axes", 0)? != 0 {
-                return self.bind_output(n, Val::Deq(x));
-            }
-            (0..rank).collect()
-        } else {
-            axes.iter()
-                .map(|&a| {
-                    normalize_axis(a, rank)
-                        .ok_or_else(|| n.err(format!("axis {a} is out of range for rank {rank}")))
-                })
-                .collect::<Result<_>>()?
+        let Some(axes) = self.reduce_axes(n, x.perm.len(), input_from)? else {
+            return self.bind_output(n, Val::Deq(x));
         };
         self.reduce_over(n, x, &axes, keep, |axes, keep_dims| OpKind::Reduce {
             op,
