@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use proc_macro2::TokenStream;
 
 use crate::codegen::{self, ArtifactFiles, IoApi, ModelApi, StepApi};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoSide, NameKind, Result};
 use crate::ethos_u::{Compiled, Step};
 use crate::import;
 use crate::target::Target;
@@ -140,7 +140,7 @@ impl Model {
             "size" => true,
             other => {
                 return Err(Error::UnknownName {
-                    what: "optimise goal",
+                    what: NameKind::Optimise,
                     given: other.into(),
                     valid: "performance, size".into(),
                 });
@@ -197,7 +197,7 @@ impl Model {
         let module = self.module_name();
         if syn_ident_ok(&module).is_none() {
             return Err(Error::UnknownName {
-                what: "module name",
+                what: NameKind::ModuleName,
                 given: module,
                 valid: "a Rust identifier".into(),
             });
@@ -317,7 +317,9 @@ impl Model {
         let out_dir = std::env::var_os("OUT_DIR")
             .map(PathBuf::from)
             .ok_or_else(|| {
-                Error::Other("OUT_DIR is not set: Model::compile is meant for build scripts".into())
+                Error::BuildEnv(
+                    "OUT_DIR is not set: Model::compile is meant for build scripts".into(),
+                )
             })?;
         let manifest = Self::manifest_dir().join("Cargo.toml");
         let with_defaults = self.clone().with_metadata_defaults(&manifest)?;
@@ -361,7 +363,7 @@ impl Model {
                 _ => None,
             };
             self.sram_limit = Some(parsed.ok_or_else(|| Error::UnknownName {
-                what: "[package.metadata.npu] sram_limit",
+                what: NameKind::SramLimitMetadata,
                 given: v.to_string(),
                 valid: "a byte count such as 524288, \"512K\" or \"2M\"".into(),
             })?);
@@ -378,7 +380,7 @@ pub fn npu_metadata(manifest: &Path) -> Result<Option<serde_json::Value>> {
         .manifest_path(manifest)
         .no_deps()
         .exec()
-        .map_err(|e| Error::Other(format!("cargo metadata for {}: {e}", manifest.display())))?;
+        .map_err(|e| Error::BuildEnv(format!("cargo metadata for {}: {e}", manifest.display())))?;
     let canonical = manifest
         .canonicalize()
         .unwrap_or_else(|_| manifest.to_path_buf());
@@ -461,8 +463,8 @@ fn rename_io(
     outputs: Option<&[String]>,
 ) -> Result<()> {
     for (which, names, list) in [
-        ("inputs", inputs, &mut api.inputs),
-        ("outputs", outputs, &mut api.outputs),
+        (IoSide::Inputs, inputs, &mut api.inputs),
+        (IoSide::Outputs, outputs, &mut api.outputs),
     ] {
         let Some(names) = names else { continue };
         if names.len() != list.len() {
@@ -478,9 +480,9 @@ fn rename_io(
                     if names.len() == 1 { "" } else { "s" },
                     list.len(),
                     if list.len() == 1 {
-                        which.trim_end_matches('s')
+                        which.as_str().trim_end_matches('s')
                     } else {
-                        which
+                        which.as_str()
                     },
                     have.join(", ")
                 ),
@@ -504,7 +506,7 @@ fn rename_io(
     for t in api.inputs.iter().chain(&api.outputs) {
         if !seen.insert(t.ident.as_str()) {
             return Err(Error::IoNames {
-                which: "inputs/outputs",
+                which: IoSide::Both,
                 detail: format!(
                     "name `{}` is used twice (inputs and outputs share the module's namespace)",
                     t.ident
@@ -632,7 +634,7 @@ fn write_cache(dir: &Path, c: &Compiled, api: &ModelApi) -> Result<()> {
         }
     }
     put("weights.bin", &c.weights)?;
-    let json = serde_json::to_vec_pretty(api).map_err(|e| Error::Other(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(api).map_err(|e| Error::Internal(e.to_string()))?;
     put("api.json", &json)?;
     match std::fs::rename(&tmp, dir) {
         Ok(()) => Ok(()),

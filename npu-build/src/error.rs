@@ -73,7 +73,7 @@ pub enum Error {
     /// Unknown target / system config / memory mode / option value.
     #[error("{what} '{given}' is not known; valid: {valid}")]
     UnknownName {
-        what: &'static str,
+        what: NameKind,
         given: String,
         valid: String,
     },
@@ -86,13 +86,105 @@ pub enum Error {
     },
     /// `inputs = [...]` / `outputs = [...]`: names that do not fit the model's tensors.
     #[error("`{which}` {detail}")]
-    IoNames { which: &'static str, detail: String },
+    IoNames { which: IoSide, detail: String },
     /// A failure of the virtual NPU while running a command stream.
     #[error("virtual NPU: {0}")]
     Sim(String),
-    /// Anything else, with context.
+    /// `cpu_fallback = false` (macro, build.rs, `--no-cpu-fallback`) with operators the NPU
+    /// cannot run: each with its reason.
+    #[error(
+        "CPU fallback is disabled, but {} operator(s) cannot run on the NPU ({target}):\n{}",
+        ops.len(),
+        ops.join("\n")
+    )]
+    CpuFallbackDisabled { target: String, ops: Vec<String> },
+    /// Input or output data that does not fit its tensor (element count, type, `.npy` file).
     #[error("{0}")]
-    Other(String),
+    Data(String),
+    /// An arena handed to a compiled model that does not fit it (too small, or an operand
+    /// outside it).
+    #[error("{0}")]
+    Arena(String),
+    /// A command stream that cannot be walked: the byte offset and what is wrong there.
+    #[error("command stream offset {offset:#x}: {detail}")]
+    CommandStream { offset: usize, detail: String },
+    /// A compiled artifact (a Vela output directory's `meta.json`, a COP1 payload, a command
+    /// stream file) that cannot be read.
+    #[error("{0}")]
+    Artifact(String),
+    /// The build environment (`OUT_DIR`, `cargo metadata`) is not what a build script has.
+    #[error("{0}")]
+    BuildEnv(String),
+    /// `[package.metadata.npu]` holds a value of the wrong kind.
+    #[error("{}: [package.metadata.npu] {detail}", manifest.display())]
+    Metadata { manifest: PathBuf, detail: String },
+    /// A command-line request that cannot be carried out as given.
+    #[error("{0}")]
+    Usage(String),
+    /// A broken invariant of the compiler itself (a bug, not a problem of the model).
+    #[error("internal compiler error (please report it): {0}")]
+    Internal(String),
+}
+
+/// What an [`Error::UnknownName`] names: the macro underlines the argument it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    /// `target = "ethos-u55-128"`.
+    Accelerator,
+    /// `system_config = ...`.
+    SystemConfig,
+    /// `memory_mode = ...`.
+    MemoryMode,
+    /// A memory mode that exists but not for the chosen system configuration.
+    MemoryModeForSystem,
+    /// `optimise = "performance" | "size"`.
+    Optimise,
+    /// The generated module's name.
+    ModuleName,
+    /// `sram_limit` in `[package.metadata.npu]`.
+    SramLimitMetadata,
+}
+
+impl std::fmt::Display for NameKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NameKind::Accelerator => "accelerator configuration",
+            NameKind::SystemConfig => "system configuration",
+            NameKind::MemoryMode => "memory mode",
+            NameKind::MemoryModeForSystem => "memory mode for this system configuration",
+            NameKind::Optimise => "optimise goal",
+            NameKind::ModuleName => "module name",
+            NameKind::SramLimitMetadata => "[package.metadata.npu] sram_limit",
+        })
+    }
+}
+
+/// Which list an [`Error::IoNames`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoSide {
+    /// `inputs = [...]`.
+    Inputs,
+    /// `outputs = [...]`.
+    Outputs,
+    /// Both together (a name used in each).
+    Both,
+}
+
+impl IoSide {
+    /// The argument's name, `inputs` or `outputs` (`inputs/outputs` for both).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoSide::Inputs => "inputs",
+            IoSide::Outputs => "outputs",
+            IoSide::Both => "inputs/outputs",
+        }
+    }
+}
+
+impl std::fmt::Display for IoSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Error {

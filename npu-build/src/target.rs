@@ -9,7 +9,7 @@
 
 use npu_rt::ethos_u::config::{AcceleratorConfig, Product};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NameKind, Result};
 
 pub use npu_rt::ethos_u::config::NAMES as ACCELERATOR_NAMES;
 
@@ -241,7 +241,7 @@ fn list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 /// The accelerator called `name` (`ethos-u55-128`).
 pub fn accelerator(name: &str) -> Result<&'static AcceleratorConfig> {
     AcceleratorConfig::by_name(name).ok_or_else(|| Error::UnknownName {
-        what: "accelerator configuration",
+        what: NameKind::Accelerator,
         given: name.to_string(),
         valid: list(ACCELERATOR_NAMES.iter().copied()),
     })
@@ -253,7 +253,7 @@ pub fn system_config(name: &str) -> Result<&'static SystemConfig> {
         .iter()
         .find(|s| s.name == name)
         .ok_or_else(|| Error::UnknownName {
-            what: "system configuration",
+            what: NameKind::SystemConfig,
             given: name.to_string(),
             valid: list(SYSTEM_CONFIGS.iter().map(|s| s.name)),
         })
@@ -265,7 +265,7 @@ pub fn memory_mode(name: &str) -> Result<&'static MemoryMode> {
         .iter()
         .find(|m| m.name == name)
         .ok_or_else(|| Error::UnknownName {
-            what: "memory mode",
+            what: NameKind::MemoryMode,
             given: name.to_string(),
             valid: list(MEMORY_MODES.iter().map(|m| m.name)),
         })
@@ -325,7 +325,7 @@ impl Target {
                 .map(|m| m.name)
                 .collect();
             return Err(Error::UnknownName {
-                what: "memory mode for this system configuration",
+                what: NameKind::MemoryModeForSystem,
                 given: format!("{mode_name} with {}", system_config.name),
                 valid: valid.join(", "),
             });
@@ -488,19 +488,19 @@ mod tests {
             other => panic!("expected UnknownName, got {other:?}"),
         };
         let (what, valid) = err(Target::new("ethos-u85-256", None, None));
-        assert_eq!(what, "accelerator configuration");
+        assert_eq!(what, NameKind::Accelerator);
         assert!(valid.contains("ethos-u55-32") && valid.contains("ethos-u65-512"));
         let (what, valid) = err(Target::new("ethos-u55-128", Some("Big"), None));
-        assert_eq!(what, "system configuration");
+        assert_eq!(what, NameKind::SystemConfig);
         assert!(
             valid.contains("Ethos_U55_Deep_Embedded") && valid.contains("Ethos_U65_Client_Server")
         );
         let (what, valid) = err(Target::new("ethos-u55-128", None, Some("Shared")));
-        assert_eq!(what, "memory mode");
+        assert_eq!(what, NameKind::MemoryMode);
         assert!(valid.contains("Shared_Sram") && valid.contains("Dedicated_Sram_512KB"));
         // An arena on flash is impossible: U55 embedded systems have no DRAM.
         let (what, valid) = err(Target::new("ethos-u55-128", None, Some("Dedicated_Sram")));
-        assert_eq!(what, "memory mode for this system configuration");
+        assert_eq!(what, NameKind::MemoryModeForSystem);
         assert_eq!(valid, "Sram_Only, Shared_Sram");
     }
 }

@@ -67,7 +67,7 @@ impl Data {
     /// Elements from little-endian bytes (`bytes.len()` must be a multiple of the element size).
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Data> {
         if !bytes.len().is_multiple_of(dtype.size()) {
-            return Err(Error::Other(format!(
+            return Err(Error::Data(format!(
                 "{} bytes is not a whole number of {dtype} elements",
                 bytes.len()
             )));
@@ -112,7 +112,7 @@ impl Value {
     pub fn new(shape: Vec<usize>, data: Data) -> Result<Value> {
         let n: usize = shape.iter().product();
         if n != data.len() {
-            return Err(Error::Other(format!(
+            return Err(Error::Data(format!(
                 "shape {shape:?} needs {n} elements but {} were given",
                 data.len()
             )));
@@ -129,7 +129,7 @@ impl Value {
     pub fn read_npy(path: &Path) -> Result<Value> {
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let bad = |e: ndarray_npy::ReadNpyError| {
-            Error::Other(format!(
+            Error::Data(format!(
                 "{}: not a readable .npy array: {e}",
                 path.display()
             ))
@@ -156,7 +156,7 @@ impl Value {
         try_type!(i32, I32);
         try_type!(f32, F32);
         try_type!(i64, I64);
-        Err(Error::Other(format!(
+        Err(Error::Data(format!(
             "{}: .npy element type is not one of i8, u8, i16, i32, f32, i64",
             path.display()
         )))
@@ -167,11 +167,11 @@ impl Value {
     pub fn write_npy(&self, path: &Path) -> Result<()> {
         let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
         let shape = ndarray::IxDyn(&self.shape);
-        let err = |e: ndarray_npy::WriteNpyError| Error::Other(format!("{}: {e}", path.display()));
+        let err = |e: ndarray_npy::WriteNpyError| Error::Data(format!("{}: {e}", path.display()));
         macro_rules! write {
             ($v:expr) => {{
                 let a = ndarray::ArrayD::from_shape_vec(shape, $v.clone())
-                    .map_err(|e| Error::Other(e.to_string()))?;
+                    .map_err(|e| Error::Data(e.to_string()))?;
                 ndarray_npy::WriteNpyExt::write_npy(&a, file).map_err(err)
             }};
         }

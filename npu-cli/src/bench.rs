@@ -167,7 +167,10 @@ fn time_vela(exe: &Path, model: &Path, target: &Target) -> Result<f64> {
     if status.success() {
         Ok(ms)
     } else {
-        Err(Error::Other(format!("{} failed ({status})", exe.display())))
+        Err(Error::io(
+            exe,
+            std::io::Error::other(format!("failed ({status})")),
+        ))
     }
 }
 

@@ -19,7 +19,7 @@ pub(crate) fn arguments(mut argv: Vec<OsString>) -> Result<(Vec<OsString>, Defau
         let path = argv
             .get(2)
             .cloned()
-            .ok_or_else(|| Error::Other("--manifest-path needs a path".into()))?;
+            .ok_or_else(|| Error::Usage("--manifest-path needs a path".into()))?;
         manifest = Some(PathBuf::from(path));
         argv.drain(1..3);
     }
@@ -37,7 +37,7 @@ pub(crate) fn arguments(mut argv: Vec<OsString>) -> Result<(Vec<OsString>, Defau
             Some(m) => m,
             None if wants_help => return Ok((argv, Defaults::default())),
             None => {
-                return Err(Error::Other(
+                return Err(Error::Usage(
                     "cargo npu: no Cargo.toml in this directory or above it (give \
                      --manifest-path PATH, or use `npu` outside a package)"
                         .into(),
@@ -73,10 +73,10 @@ pub(crate) fn read_defaults(manifest: &Path) -> Result<Defaults> {
         match table.get(key) {
             None => Ok(None),
             Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(Error::Other(format!(
-                "{}: [package.metadata.npu] {key} must be a string, not {v}",
-                manifest.display()
-            ))),
+            Some(v) => Err(Error::Metadata {
+                manifest: manifest.to_path_buf(),
+                detail: format!("{key} must be a string, not {v}"),
+            }),
         }
     };
     // The same forms the build.rs API takes: a byte count, or a size string such as "512K".
@@ -89,11 +89,11 @@ pub(crate) fn read_defaults(manifest: &Path) -> Result<Defaults> {
                 _ => None,
             }
             .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| {
-                Error::Other(format!(
-                    "{}: [package.metadata.npu] sram_limit must be a byte count such as 524288, \"512K\" or \"2M\", not {v}",
-                    manifest.display()
-                ))
+            .ok_or_else(|| Error::Metadata {
+                manifest: manifest.to_path_buf(),
+                detail: format!(
+                    "sram_limit must be a byte count such as 524288, \"512K\" or \"2M\", not {v}"
+                ),
             })?,
         ),
     };

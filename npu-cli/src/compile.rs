@@ -225,7 +225,7 @@ pub fn run(args: Args) -> Result<()> {
     if c.cpu_ops() > 0 {
         // The raw directory format holds one command stream; say so instead of writing a
         // partial one.
-        return Err(npu_build::Error::Other(format!(
+        return Err(npu_build::Error::Usage(format!(
             "{}: the model runs {} operator(s) on the CPU; the raw output directory holds one \
              NPU command stream only (use include_model!, npu_build::Model or `npu run --engine \
              sim`; `npu report` shows the split)",
@@ -239,7 +239,7 @@ pub fn run(args: Args) -> Result<()> {
         target.memory_mode.name,
     )?;
     let report = serde_json::to_string_pretty(&report_json(&c, &target))
-        .map_err(|e| npu_build::Error::Other(e.to_string()))?;
+        .map_err(|e| npu_build::Error::Internal(e.to_string()))?;
     let path = args.output.join("report.json");
     std::fs::write(&path, &report).map_err(|e| npu_build::Error::io(path, e))?;
     if args.dump_ops {
@@ -312,8 +312,8 @@ pub fn per_op_table(c: &Compiled, graph: &npu_build::ir::Graph, target: &Target)
                         row.cycles,
                         r.bound_name(row.bound),
                         live,
-                        at(op.ifm.buffer),
-                        at(op.ofm.buffer),
+                        at(op.ifm.buffer.index()),
+                        at(op.ofm.buffer.index()),
                         row.name
                     );
                 }
@@ -340,7 +340,7 @@ pub fn report(args: ReportArgs) -> Result<()> {
         .and_then(Path::parent)
         .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
     {
-        return Err(npu_build::Error::Other(format!(
+        return Err(npu_build::Error::Usage(format!(
             "--html: directory {} does not exist",
             dir.display()
         )));
@@ -360,7 +360,7 @@ pub fn report(args: ReportArgs) -> Result<()> {
         print!("{}", per_op_table(&c, &graph, &target)?);
     } else {
         let report = serde_json::to_string_pretty(&json)
-            .map_err(|e| npu_build::Error::Other(e.to_string()))?;
+            .map_err(|e| npu_build::Error::Internal(e.to_string()))?;
         println!("{report}");
     }
     if let Some(path) = &args.html {

@@ -42,7 +42,7 @@ pub fn render(path: &Path, bytes: &[u8], actions: bool) -> Result<String> {
     let mut out = String::new();
     if npu_rt::ethos_u::cop::is_cop1(bytes) {
         let cop =
-            Cop1::parse(bytes).map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+            Cop1::parse(bytes).map_err(|e| Error::Artifact(format!("{}: {e}", path.display())))?;
         for action in cop.actions() {
             match action {
                 DriverAction::CommandStream { offset, bytes } => {
@@ -63,7 +63,7 @@ pub fn render(path: &Path, bytes: &[u8], actions: bool) -> Result<String> {
         }
     } else {
         if !bytes.len().is_multiple_of(4) {
-            return Err(Error::Other(format!(
+            return Err(Error::Artifact(format!(
                 "{}: {} bytes is not a whole number of 32-bit command words",
                 path.display(),
                 bytes.len()

@@ -82,7 +82,7 @@ impl VelaFigures {
     /// accelerator (a different one would compare different hardware).
     pub fn load(dir: &Path, target: &Target) -> Result<Self> {
         if !dir.is_dir() {
-            return Err(Error::Other(format!(
+            return Err(Error::Usage(format!(
                 "--vela {}: not a directory (expected Vela's output: cmd_stream.bin, weights.bin, \
                  meta.json, summary.csv)",
                 dir.display()
@@ -92,7 +92,7 @@ impl VelaFigures {
         if let Some(accel) = v.meta.get("accelerator").and_then(Json::as_str)
             && accel != target.accelerator.name
         {
-            return Err(Error::Other(format!(
+            return Err(Error::Usage(format!(
                 "--vela {}: compiled for {accel}, the report's target is {}",
                 dir.display(),
                 target.accelerator.name

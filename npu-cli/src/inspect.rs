@@ -73,13 +73,13 @@ pub fn macs(g: &Graph, op: &Op) -> u64 {
     let shape = |i: usize| -> &[usize] {
         op.inputs
             .get(i)
-            .and_then(|&t| g.tensors.get(t))
+            .and_then(|&t| g.tensors.get(t.index()))
             .map_or(&[], |t| t.shape.as_slice())
     };
     let out_elems = op
         .outputs
         .first()
-        .and_then(|&t| g.tensors.get(t))
+        .and_then(|&t| g.tensors.get(t.index()))
         .map_or(0, |t| t.elements() as u64);
     let prod = |s: &[usize]| s.iter().map(|&d| d as u64).product::<u64>();
     match &op.kind {
@@ -116,7 +116,7 @@ pub fn macs(g: &Graph, op: &Op) -> u64 {
 fn params(g: &Graph, op: &Op) -> u64 {
     op.inputs
         .iter()
-        .filter_map(|&t| g.tensors.get(t))
+        .filter_map(|&t| g.tensors.get(t.index()))
         .filter(|t| t.is_const())
         .map(|t| t.elements() as u64)
         .sum()
@@ -341,7 +341,7 @@ fn input_roles(kind: &OpKind, n: usize) -> Vec<String> {
 }
 
 fn tensor_line(g: &Graph, role: &str, id: TensorId) -> String {
-    match g.tensors.get(id) {
+    match g.tensors.get(id.index()) {
         Some(t) => format!("    {role:<8} {}  '{}'\n", tensor_str(t), t.name),
         None => format!("    {role:<8} <tensor {id} missing>\n"),
     }
@@ -394,7 +394,7 @@ pub fn report(g: &Graph, brief: bool, engines: Option<&[OpAssignment]>) -> Strin
         param_bytes += op
             .inputs
             .iter()
-            .filter_map(|&t| g.tensors.get(t))
+            .filter_map(|&t| g.tensors.get(t.index()))
             .filter_map(|t| t.data.as_ref())
             .map(|d| d.len() as u64)
             .sum::<u64>();
@@ -402,7 +402,7 @@ pub fn report(g: &Graph, brief: bool, engines: Option<&[OpAssignment]>) -> Strin
             let out = op
                 .outputs
                 .first()
-                .and_then(|&o| g.tensors.get(o))
+                .and_then(|&o| g.tensors.get(o.index()))
                 .map_or_else(String::new, |t| {
                     format!("{} {}", t.dtype, shape_str(&t.shape))
                 });

@@ -75,7 +75,7 @@ pub(crate) fn model_path(given: Option<&Path>) -> Result<PathBuf> {
         .map(Path::to_path_buf)
         .or_else(|| defaults().model.clone())
         .ok_or_else(|| {
-            Error::Other(
+            Error::Usage(
                 "no model given: pass the model file, or under `cargo npu` set \
                  `[package.metadata.npu] model = \"path/to/model.tflite\"`"
                     .into(),

@@ -67,7 +67,7 @@ fn dump(graph: &npu_build::ir::Graph, inputs: &[Value], dir: &std::path::Path) -
         }));
     }
     let path = dir.join("index.json");
-    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Other(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Internal(e.to_string()))?;
     std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
     println!("{} tensors -> {}", index.len(), dir.display());
     Ok(())
@@ -76,7 +76,7 @@ fn dump(graph: &npu_build::ir::Graph, inputs: &[Value], dir: &std::path::Path) -
 pub fn run(args: Args) -> Result<()> {
     let graph = npu_build::import::load(&crate::model_path(args.path.as_deref())?)?;
     if !args.outputs.is_empty() && args.outputs.len() != graph.outputs.len() {
-        return Err(Error::Other(format!(
+        return Err(Error::Usage(format!(
             "the model has {} output(s) but {} --output path(s) were given",
             graph.outputs.len(),
             args.outputs.len()
@@ -89,7 +89,7 @@ pub fn run(args: Args) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     if let Some(dir) = &args.dump_dir {
         if args.engine != Engine::Reference {
-            return Err(Error::Other(
+            return Err(Error::Usage(
                 "--dump-dir needs the reference engine (the NPU keeps only what it must)".into(),
             ));
         }
@@ -108,7 +108,7 @@ pub fn run(args: Args) -> Result<()> {
         let name = graph
             .outputs
             .get(k)
-            .and_then(|&t| graph.tensors.get(t))
+            .and_then(|&t| graph.tensors.get(t.index()))
             .map_or("", |t| t.name.as_str());
         match args.outputs.get(k) {
             Some(path) => {

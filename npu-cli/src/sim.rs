@@ -71,7 +71,7 @@ pub fn run(args: Args) -> Result<()> {
         *first = Value::new(shape.clone(), first.data.clone())?;
     }
     if args.outputs.len() > outputs.len() {
-        return Err(Error::Other(format!(
+        return Err(Error::Usage(format!(
             "{} --output files given but the model has {} outputs",
             args.outputs.len(),
             outputs.len()
@@ -198,7 +198,7 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn bad_meta(path: &Path, detail: impl std::fmt::Display) -> Error {
-    Error::Other(format!("{}: {detail}", path.join("meta.json").display()))
+    Error::Artifact(format!("{}: {detail}", path.join("meta.json").display()))
 }
 
 impl CompiledDir {
@@ -264,7 +264,7 @@ impl CompiledDir {
                 .to_string(),
         };
         AcceleratorConfig::by_name(&name).ok_or_else(|| Error::UnknownName {
-            what: "accelerator",
+            what: npu_build::error::NameKind::Accelerator,
             given: name,
             valid: AcceleratorConfig::names().join(", "),
         })

@@ -134,6 +134,9 @@ fn expand(args: &Args) -> syn::Result<proc_macro2::TokenStream> {
         }
         seen.push(key.clone());
         let span = opt.value_span();
+        if key == "name" {
+            spans.name = Some(span);
+        }
         model = match key.as_str() {
             "target" => {
                 spans.target = Some(span);
@@ -261,6 +264,7 @@ struct Spans {
     system_config: Option<Span>,
     memory_mode: Option<Span>,
     sram_limit: Option<Span>,
+    name: Option<Span>,
     inputs: Option<Span>,
     outputs: Option<Span>,
 }
@@ -268,29 +272,30 @@ struct Spans {
 impl Spans {
     fn error(&self, path: &LitStr, model: &npu_build::Model, e: npu_build::Error) -> syn::Error {
         use npu_build::Error as E;
+        use npu_build::error::{IoSide, NameKind};
         let at_path = path.span();
         let (span, message) = match &e {
             E::Io { path: p, source } if source.kind() == std::io::ErrorKind::NotFound => {
                 (at_path, format!("model file not found: {}", p.display()))
             }
             E::UnknownName { what, .. } => {
-                let span = if what.contains("system") {
-                    self.system_config
-                } else if what.contains("memory") {
-                    self.memory_mode
-                } else if what.contains("accelerator") || what.contains("target") {
-                    self.target
-                } else {
-                    None
+                let span = match what {
+                    NameKind::Accelerator => self.target,
+                    NameKind::SystemConfig => self.system_config,
+                    NameKind::MemoryMode | NameKind::MemoryModeForSystem => self.memory_mode,
+                    NameKind::ModuleName => self.name,
+                    NameKind::SramLimitMetadata => self.sram_limit,
+                    // `optimise` is checked where it is parsed; other kinds have no argument.
+                    _ => None,
                 };
                 (span.unwrap_or(at_path), e.to_string())
             }
             E::Budget { .. } => (self.sram_limit.unwrap_or(at_path), e.to_string()),
             E::IoNames { which, .. } => {
-                let span = match *which {
-                    "inputs" => self.inputs,
-                    "outputs" => self.outputs,
-                    _ => self.outputs.or(self.inputs),
+                let span = match which {
+                    IoSide::Inputs => self.inputs,
+                    IoSide::Outputs => self.outputs,
+                    IoSide::Both => self.outputs.or(self.inputs),
                 };
                 (span.unwrap_or(at_path), e.to_string())
             }

@@ -215,7 +215,8 @@ fn mv2_every_intermediate_tensor_on_u55_128() {
             if graph.tensors[t].is_const() {
                 continue;
             }
-            let Some(got) = compiled.tensor_bytes(&arena, &graph, t) else {
+            let Some(got) = compiled.tensor_bytes(&arena, &graph, npu_build::ir::TensorId(t))
+            else {
                 continue;
             };
             checked += 1;

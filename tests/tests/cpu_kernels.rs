@@ -149,7 +149,7 @@ fn check(model: &str, ext: &str, force: &[&str], all_cpu: bool) -> Vec<String> {
             if graph.tensors[t].is_const() {
                 continue;
             }
-            let Some(got) = c.tensor_bytes(&arena, &graph, t) else {
+            let Some(got) = c.tensor_bytes(&arena, &graph, npu_build::ir::TensorId(t)) else {
                 continue;
             };
             checked += 1;

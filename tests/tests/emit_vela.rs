@@ -16,8 +16,9 @@ use std::path::PathBuf;
 use npu_build::ethos_u::block;
 use npu_build::ethos_u::emit;
 use npu_build::ethos_u::npu_op::{
-    Activation, Buffer, BufferKind, Builtin, ConvWeights, CoreStreams, ElemType, FeatureMap,
-    InputScaling, Kernel, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale, WeightStreams,
+    Activation, Buffer, BufferId, BufferKind, Builtin, ConvWeights, CoreStreams, ElemType,
+    FeatureMap, InputScaling, Kernel, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale,
+    WeightStreams,
 };
 use npu_build::ir::Padding;
 use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_128, ETHOS_U65_512};
@@ -155,8 +156,8 @@ fn base_op(name: &str, kind: NpuOpKind, ifm: ([usize; 3], i32), ofm: ([usize; 3]
     NpuOp {
         name: name.into(),
         kind,
-        ifm: FeatureMap::nhwc(0, ifm.0, ElemType::I8, ifm.1),
-        ofm: FeatureMap::nhwc(1, ofm.0, ElemType::I8, ofm.1),
+        ifm: FeatureMap::nhwc(BufferId(0), ifm.0, ElemType::I8, ifm.1),
+        ofm: FeatureMap::nhwc(BufferId(1), ofm.0, ElemType::I8, ofm.1),
         kernel: Kernel::UNIT,
         padding: Padding::default(),
         upscale: IfmUpscaleMode::None,
@@ -383,7 +384,7 @@ fn binary(
     scaling: Option<InputScaling>,
     ofm_scale: Scale,
 ) -> NpuOp {
-    let ifm2 = FeatureMap::nhwc(2, [8, 8, 16], ElemType::I8, 0);
+    let ifm2 = FeatureMap::nhwc(BufferId(2), [8, 8, 16], ElemType::I8, 0);
     let mut op = base_op(
         name,
         NpuOpKind::Elementwise {
@@ -498,7 +499,7 @@ fn softmax_lut_dma_matches_vela() {
         // U65 (Dedicated_Sram) puts the int32 intermediate in the fast scratch region 2.
         let exp_region = if accel.cores == 1 { 1 } else { 2 };
         let input_as_row = FeatureMap {
-            buffer: 0,
+            buffer: BufferId(0),
             offset: 0,
             shape: [1, 10, 1],
             strides: [10, 1, 1],
@@ -512,7 +513,7 @@ fn softmax_lut_dma_matches_vela() {
             strides: [10, 10, 1],
             ..input_as_row.clone()
         };
-        let max = FeatureMap::nhcwb16(1, [1, 1, 1], ElemType::I8, 0);
+        let max = FeatureMap::nhcwb16(BufferId(1), [1, 1, 1], ElemType::I8, 0);
         let mut maxpool = base_op(
             "max",
             NpuOpKind::Pool(PoolingMode::Max),
@@ -539,13 +540,13 @@ fn softmax_lut_dma_matches_vela() {
             ([1, 1, 1], 0),
         );
         sub.ifm = input;
-        sub.ofm = FeatureMap::nhcwb16(2, [1, 1, 10], ElemType::I32, 127);
+        sub.ofm = FeatureMap::nhcwb16(BufferId(2), [1, 1, 10], ElemType::I32, 127);
         sub.ofm_scale = Some(Scale::UNIT);
         sub.activation = Activation {
             min: -128,
             max: 127,
             clip_range: ActivationClipRange::ForceInt8,
-            lut: Some(3),
+            lut: Some(BufferId(3)),
             builtin: None,
         };
         let program = Program {
@@ -749,7 +750,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
             region: r0(Cmd0::SET_IFM_REGION) as u8,
             base: r1(Cmd1::SET_IFM_BASE0),
             fm: FeatureMap {
-                buffer: 0,
+                buffer: BufferId(0),
                 offset: 0,
                 shape: [
                     r0(Cmd0::SET_IFM_HEIGHT0_M1) as usize + 1,
@@ -771,7 +772,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
             region: r0(Cmd0::SET_OFM_REGION) as u8,
             base: r1(Cmd1::SET_OFM_BASE0),
             fm: FeatureMap {
-                buffer: 1,
+                buffer: BufferId(1),
                 offset: 0,
                 shape: [
                     r0(Cmd0::SET_OFM_HEIGHT_M1) as usize + 1,
@@ -818,7 +819,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                             if bc.broadcast_c() { 1 } else { ifm.fm.shape[2] },
                         ];
                         let fm = FeatureMap {
-                            buffer: 2,
+                            buffer: BufferId(2),
                             offset: 0,
                             shape,
                             strides: [
@@ -985,17 +986,17 @@ fn build_program(ops: Vec<RegOp>) -> (Program, Placement) {
     let mut tensors: Vec<(u8, u64, usize, bool)> = Vec::new();
     // The current tensor at each (region, base).
     let mut live: BTreeMap<(u8, u64), usize> = BTreeMap::new();
-    let mut use_tensor = |region: u8, base: u64, end: u64, new: bool, constant: bool| -> usize {
+    let mut use_tensor = |region: u8, base: u64, end: u64, new: bool, constant: bool| -> BufferId {
         let size = (end - base) as usize;
         match live.get(&(region, base)) {
             Some(&i) if !new => {
                 tensors[i].2 = tensors[i].2.max(size);
-                i
+                BufferId(i)
             }
             _ => {
                 tensors.push((region, base, size, constant));
                 live.insert((region, base), tensors.len() - 1);
-                tensors.len() - 1
+                BufferId(tensors.len() - 1)
             }
         }
     };

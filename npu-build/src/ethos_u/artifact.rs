@@ -146,7 +146,7 @@ impl Compiled {
         write("cmd_stream.bin", &self.command_stream)?;
         write("weights.bin", &self.weights)?;
         let meta = serde_json::to_string_pretty(&self.meta_json(system_config, memory_mode))
-            .map_err(|e| Error::Other(e.to_string()))?;
+            .map_err(|e| Error::Internal(e.to_string()))?;
         write("meta.json", meta.as_bytes())
     }
 }
@@ -165,7 +165,7 @@ impl Compiled {
         let Some(flag) = self.state_flag else {
             return Ok(());
         };
-        let outside = || Error::Other("the arena is smaller than the model's".into());
+        let outside = || Error::Arena("the arena is smaller than the model's".into());
         if *arena.get(flag).ok_or_else(outside)? != 0 {
             return Ok(());
         }
@@ -210,7 +210,7 @@ impl Compiled {
                 let bytes = arena
                     .get(t.offset..t.offset + t.byte_size())
                     .ok_or_else(|| {
-                        Error::Other(format!("output '{}' lies outside the arena", t.name))
+                        Error::Arena(format!("output '{}' lies outside the arena", t.name))
                     })?;
                 Value::new(t.shape.clone(), Data::from_le_bytes(t.dtype, bytes)?)
             })
@@ -281,7 +281,7 @@ impl Compiled {
                 }
                 Step::Cpu(c) => {
                     c.kernel.execute(&self.weights, arena).ok_or_else(|| {
-                        Error::Other(format!(
+                        Error::Arena(format!(
                             "step {k}: CPU kernel of node '{}' ({}): operands do not fit the arena",
                             c.node, c.op
                         ))
@@ -296,13 +296,18 @@ impl Compiled {
     /// it in the arena (NHWC, or NHCWB16 bricks, which are gathered back into NHWC order).
     /// Intermediate tensors are only all intact when compiled with `keep_intermediates`.
     pub fn tensor_bytes(&self, arena: &[u8], graph: &Graph, t: TensorId) -> Option<Vec<u8>> {
-        let place = self.program.tensor_places.get(t).copied().flatten()?;
-        let (region, addr) = *self.buffer_addrs.get(place.buffer)?;
+        let place = self
+            .program
+            .tensor_places
+            .get(t.index())
+            .copied()
+            .flatten()?;
+        let (region, addr) = *self.buffer_addrs.get(place.buffer.index())?;
         if region != 1 {
             return None;
         }
         if place.layout == Layout::Nhcwb16 {
-            let tensor = graph.tensors.get(t)?;
+            let tensor = graph.tensors.get(t.index())?;
             let e = tensor.dtype.size();
             let s = &tensor.shape;
             let c = s.last().copied().unwrap_or(1);
@@ -324,7 +329,7 @@ impl Compiled {
             }
             return Some(out);
         }
-        let tensor = graph.tensors.get(t)?;
+        let tensor = graph.tensors.get(t.index())?;
         let e = tensor.dtype.size();
         let s = &tensor.shape;
         let c = s.last().copied().unwrap_or(1);

@@ -13,14 +13,14 @@ use npu_rt::ethos_u::weights::{ScaleEntry, Traversal};
 use super::alloc;
 use super::artifact::{Compiled, IoTensor, Step};
 use super::npu_op::{
-    BufferKind, CoreStreams, Io, Layout, NpuOp, NpuOpKind, Placement, Program, WeightDma,
+    BufferId, BufferKind, CoreStreams, Io, Layout, NpuOp, NpuOpKind, Placement, Program, WeightDma,
     WeightStreams,
 };
 use super::partition::{self, CpuStep, OpAssignment};
 use super::weights::{WeightLayout, encode_op};
 use super::{block, emit, lower};
 use crate::error::{Error, Result};
-use crate::ir::Graph;
+use crate::ir::{Graph, TensorId};
 
 /// Alignment of every buffer and stream in every region (the NPU's addressing granule).
 pub const ALIGN: usize = 16;
@@ -306,7 +306,7 @@ pub fn compile_with(
         let words = emit::emit(&segment, &segment_placement, accel)?;
         let command_stream = cop1_writer(accel)
             .to_vec(&words)
-            .map_err(|e| Error::Other(format!("COP1 payload: {e}")))?;
+            .map_err(|e| Error::Internal(format!("COP1 payload: {e}")))?;
         steps.push(Step::Npu {
             command_stream,
             ops: range,
@@ -317,7 +317,7 @@ pub fn compile_with(
         _ => Vec::new(),
     };
 
-    let io = |k: Io, t: usize| -> IoTensor {
+    let io = |k: Io, t: TensorId| -> IoTensor {
         let tensor = &graph.tensors[t];
         let buffer = program
             .buffers
@@ -357,8 +357,8 @@ pub fn compile_with(
         .map(|(k, &t)| io(Io::State(k), t))
         .collect();
     if let Some(v) = variables.iter().find(|v| v.region != 1) {
-        return Err(Error::Other(format!(
-            "internal: variable tensor '{}' was placed outside the arena",
+        return Err(Error::Internal(format!(
+            "variable tensor '{}' was placed outside the arena",
             v.name
         )));
     }
@@ -394,7 +394,7 @@ struct CpuOperands<'a> {
 }
 
 impl partition::Operands for CpuOperands<'_> {
-    fn tensor(&mut self, t: usize) -> Result<npu_rt::cpu::Buf> {
+    fn tensor(&mut self, t: TensorId) -> Result<npu_rt::cpu::Buf> {
         cpu_operand(self.graph, self.op, t, self.program, self.addrs, self.ro)
     }
 
@@ -413,7 +413,7 @@ impl partition::Operands for CpuOperands<'_> {
 fn cpu_operand(
     graph: &Graph,
     op: &crate::ir::Op,
-    t: usize,
+    t: TensorId,
     program: &Program,
     addrs: &[(u8, u64)],
     ro: &mut ReadOnly,
@@ -430,7 +430,7 @@ fn cpu_operand(
     }
     let place = program
         .tensor_places
-        .get(t)
+        .get(t.index())
         .copied()
         .flatten()
         .ok_or_else(|| bad("has no arena place"))?;
@@ -442,7 +442,7 @@ fn cpu_operand(
         return Err(bad("is not dense NHWC"));
     }
     let &(region, addr) = addrs
-        .get(place.buffer)
+        .get(place.buffer.index())
         .ok_or_else(|| bad("has no buffer"))?;
     if region != REGION_ARENA {
         return Err(bad("is not in the arena"));
@@ -546,7 +546,7 @@ fn encode_op_weights(
         _ => return Ok(None),
     };
     let block = op.block.as_ref().ok_or_else(|| {
-        Error::Other(format!(
+        Error::Internal(format!(
             "{}: weights encoded before block selection",
             op.name
         ))
@@ -626,7 +626,7 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
 }
 
 fn op_error(op: &NpuOp, detail: impl Into<String>) -> Error {
-    Error::Other(format!("{}: {}", op.name, detail.into()))
+    Error::Internal(format!("{}: {}", op.name, detail.into()))
 }
 
 /// An operation with no earlier operation to hide its weight copy's DMA behind gets a copy
@@ -645,7 +645,7 @@ const UNHIDDEN_COPY_MIN_BLOCKS: usize = 8;
 /// flash bytes saved, each kept if the arena plan does not grow.
 fn plan_weight_copies(
     program: &mut Program,
-    timeline: &mut [Vec<usize>],
+    timeline: &mut [Vec<BufferId>],
     npu_pos: &[usize],
     pieces: &[Option<(u64, u64)>],
     options: &CompileOptions,
@@ -713,7 +713,7 @@ fn plan_weight_copies(
             uses.push(n);
         }
         for &u in &uses {
-            timeline[u].push(id);
+            timeline[u].push(BufferId(id));
         }
         let size = arena_plan(program, timeline, false)?.1.size;
         if size <= peak.max(limit) {
@@ -732,11 +732,11 @@ fn plan_weight_copies(
 /// The buffers each step uses, in execution order: NPU operations and CPU operators in graph
 /// order.
 struct Timeline {
-    timeline: Vec<Vec<usize>>,
+    timeline: Vec<Vec<BufferId>>,
     /// The timeline index of each NPU operation.
     npu_pos: Vec<usize>,
     /// What the CPU kernels touch: it stays in the arena (they see no other region).
-    pinned: std::collections::HashSet<usize>,
+    pinned: std::collections::HashSet<BufferId>,
 }
 
 fn timeline_of(
@@ -745,14 +745,14 @@ fn timeline_of(
     program: &Program,
     ranges: &[Range<usize>],
 ) -> Timeline {
-    let mut timeline: Vec<Vec<usize>> = Vec::new();
+    let mut timeline: Vec<Vec<BufferId>> = Vec::new();
     let mut pinned = std::collections::HashSet::new();
     let mut npu_pos = Vec::with_capacity(program.ops.len());
     for (i, op) in graph.ops.iter().enumerate() {
         if assignment[i].cpu_reason.is_some() {
             let mut uses = Vec::new();
             for &t in op.inputs.iter().chain(&op.outputs) {
-                if let Some(Some(p)) = program.tensor_places.get(t) {
+                if let Some(Some(p)) = program.tensor_places.get(t.index()) {
                     uses.push(p.buffer);
                     pinned.insert(p.buffer);
                 }
@@ -823,7 +823,7 @@ fn fit_arena(
             let mut stripe_buf = Vec::new();
             for (i, op) in ops.iter().enumerate().take(ops.len() - 1) {
                 trial.buffers[op.ofm.buffer].size = 0;
-                stripe_buf.push(trial.buffers.len());
+                stripe_buf.push(BufferId(trial.buffers.len()));
                 trial.buffers.push(super::npu_op::Buffer {
                     name: String::new(),
                     size: sizes[i],
@@ -837,7 +837,7 @@ fn fit_arena(
                     if rows[i].is_empty() {
                         continue;
                     }
-                    let mut uses: Vec<usize> = op.buffers().collect();
+                    let mut uses: Vec<BufferId> = op.buffers().collect();
                     for u in &mut uses {
                         if i > 0 && *u == ops[i - 1].ofm.buffer {
                             *u = stripe_buf[i - 1];
@@ -958,12 +958,12 @@ fn fit_arena(
 /// model's inputs and outputs, what CPU steps touch, weight copies) stay in the arena.
 fn place_buffers(
     program: &Program,
-    timeline: &[Vec<usize>],
+    timeline: &[Vec<BufferId>],
     npu_pos: &[usize],
     ro: &mut ReadOnly,
     keep_all: bool,
     fast_budget: Option<usize>,
-    pinned: &std::collections::HashSet<usize>,
+    pinned: &std::collections::HashSet<BufferId>,
 ) -> Result<Places> {
     let mut placed = vec![(0u8, 0u64); program.buffers.len()];
     for (id, b) in program.buffers.iter().enumerate() {
@@ -973,22 +973,22 @@ fn place_buffers(
     }
     // A buffer that may go to the fast scratch is not merged with one that must stay in the
     // arena (the merged group would have to stay there too).
-    let fast_ok = |id: usize| {
+    let fast_ok = |id: BufferId| {
         fast_budget.is_some_and(|budget| budget > 0)
             && program.buffers[id].io.is_none()
             && !pinned.contains(&id)
     };
     let alias = if keep_all {
-        (0..program.buffers.len()).collect()
+        (0..program.buffers.len()).map(BufferId).collect()
     } else {
         in_place_aliases(program, timeline, npu_pos, &fast_ok)
     };
     // The timeline in terms of each group's first buffer.
-    let tl: Vec<Vec<usize>> = timeline
+    let tl: Vec<Vec<BufferId>> = timeline
         .iter()
         .map(|uses| {
             uses.iter()
-                .map(|&b| alias.get(b).copied().unwrap_or(b))
+                .map(|&b| alias.get(b.index()).copied().unwrap_or(b))
                 .collect()
         })
         .collect();
@@ -1023,14 +1023,14 @@ fn place_buffers(
         ALIGN,
     );
     for (k, (id, _)) in slow.iter().enumerate() {
-        placed[*id] = (REGION_ARENA, slow_plan.offsets[k] as u64);
+        placed[id.index()] = (REGION_ARENA, slow_plan.offsets[k] as u64);
     }
     for (k, (id, _)) in fast.iter().enumerate() {
-        placed[*id] = (REGION_FAST, fast_plan.offsets[k] as u64);
+        placed[id.index()] = (REGION_FAST, fast_plan.offsets[k] as u64);
     }
     for (id, &root) in alias.iter().enumerate() {
-        if root != id {
-            placed[id] = placed[root];
+        if root.index() != id {
+            placed[id] = placed[root.index()];
         }
     }
     Ok(Places {
@@ -1051,9 +1051,9 @@ struct Places {
 /// The arena buffers (ids) with their lifetimes over `timeline`.
 fn liveness(
     program: &Program,
-    timeline: &[Vec<usize>],
+    timeline: &[Vec<BufferId>],
     keep_all: bool,
-) -> Result<Vec<(usize, alloc::Buffer)>> {
+) -> Result<Vec<(BufferId, alloc::Buffer)>> {
     liveness_of(program, timeline, keep_all, None)
 }
 
@@ -1062,11 +1062,11 @@ fn liveness(
 /// start when a member is an input and to the end when one is an output.
 fn liveness_of(
     program: &Program,
-    timeline: &[Vec<usize>],
+    timeline: &[Vec<BufferId>],
     keep_all: bool,
-    alias: Option<&[usize]>,
-) -> Result<Vec<(usize, alloc::Buffer)>> {
-    let root = |id: usize| alias.and_then(|a| a.get(id).copied()).unwrap_or(id);
+    alias: Option<&[BufferId]>,
+) -> Result<Vec<(BufferId, alloc::Buffer)>> {
+    let root = |id: usize| alias.and_then(|a| a.get(id)).map_or(id, |r| r.index());
     let (mut input, mut output) = (
         vec![false; program.buffers.len()],
         vec![false; program.buffers.len()],
@@ -1088,14 +1088,14 @@ fn liveness_of(
     let mut last = vec![0usize; program.buffers.len()];
     for (i, uses) in timeline.iter().enumerate() {
         for &b in uses {
-            if b >= program.buffers.len() {
-                return Err(Error::Other(format!(
-                    "internal: step {i} refers to buffer {b} of {}",
+            if b.index() >= program.buffers.len() {
+                return Err(Error::Internal(format!(
+                    "step {i} refers to buffer {b} of {}",
                     program.buffers.len()
                 )));
             }
-            first[b] = first[b].min(i);
-            last[b] = last[b].max(i);
+            first[b.index()] = first[b.index()].min(i);
+            last[b.index()] = last[b.index()].max(i);
         }
     }
     let mut live = Vec::new();
@@ -1120,7 +1120,7 @@ fn liveness_of(
                 l = n_ops;
             }
             live.push((
-                id,
+                BufferId(id),
                 alloc::Buffer {
                     size: b.size,
                     first: f,
@@ -1142,22 +1142,22 @@ fn liveness_of(
 /// bytes are not read after the run); an output is never written over.
 fn in_place_aliases(
     program: &Program,
-    timeline: &[Vec<usize>],
+    timeline: &[Vec<BufferId>],
     npu_pos: &[usize],
-    same_memory: &dyn Fn(usize) -> bool,
-) -> Vec<usize> {
+    same_memory: &dyn Fn(BufferId) -> bool,
+) -> Vec<BufferId> {
     let n = program.buffers.len();
     let mut first = vec![usize::MAX; n];
     let mut last = vec![0usize; n];
     for (i, uses) in timeline.iter().enumerate() {
         for &b in uses {
-            if b < n {
-                first[b] = first[b].min(i);
-                last[b] = last[b].max(i);
+            if b.index() < n {
+                first[b.index()] = first[b.index()].min(i);
+                last[b.index()] = last[b.index()].max(i);
             }
         }
     }
-    let mut alias: Vec<usize> = (0..n).collect();
+    let mut alias: Vec<BufferId> = (0..n).map(BufferId).collect();
     for (op, &pos) in program.ops.iter().zip(npu_pos) {
         let candidates: Vec<&super::npu_op::FeatureMap> = match &op.kind {
             NpuOpKind::Elementwise { ifm2, .. } => {
@@ -1178,10 +1178,10 @@ fn in_place_aliases(
         };
         let o = &op.ofm;
         let reads = candidates.clone();
-        let arena = |b: usize| {
+        let arena = |b: BufferId| {
             program
                 .buffers
-                .get(b)
+                .get(b.index())
                 .is_some_and(|x| matches!(x.kind, BufferKind::Arena))
         };
         let Some(a) = candidates.into_iter().find(|a| {
@@ -1197,15 +1197,15 @@ fn in_place_aliases(
                 && program.buffers[a.buffer].size == program.buffers[o.buffer].size
                 && !matches!(program.buffers[a.buffer].io, Some(Io::Output(_)))
                 && program.buffers[o.buffer].io.is_none_or(|io| matches!(io, Io::Output(_)))
-                && last[a.buffer] == pos
-                && first[o.buffer] == pos
+                && last[a.buffer.index()] == pos
+                && first[o.buffer.index()] == pos
                 && same_memory(a.buffer) == same_memory(o.buffer)
                 // The other operand may read the same buffer only in the same box (x * x).
                 && reads.iter().all(|f| f.buffer != a.buffer || (f.offset, f.strides, f.shape) == (a.offset, a.strides, a.shape))
         }) else {
             continue;
         };
-        alias[o.buffer] = alias[a.buffer];
+        alias[o.buffer.index()] = alias[a.buffer.index()];
     }
     alias
 }
@@ -1213,9 +1213,9 @@ fn in_place_aliases(
 /// The arena buffers (ids) and their placement by liveness over `timeline` (all in one arena).
 fn arena_plan(
     program: &Program,
-    timeline: &[Vec<usize>],
+    timeline: &[Vec<BufferId>],
     keep_all: bool,
-) -> Result<(Vec<usize>, alloc::Plan)> {
+) -> Result<(Vec<BufferId>, alloc::Plan)> {
     let live = liveness(program, timeline, keep_all)?;
     let plan = alloc::plan(
         &live.iter().map(|(_, b)| b.clone()).collect::<Vec<_>>(),

@@ -31,8 +31,8 @@ use self::lut::LutSlots;
 use self::writer::{Ctx, Writer};
 use super::block::kind_name;
 use super::npu_op::{
-    Builtin, ElemType, FeatureMap, Layout, NpuOp, NpuOpKind, Operand2, Placement, Program, Scale,
-    WeightDma, WeightStreams,
+    BufferId, Builtin, ElemType, FeatureMap, Layout, NpuOp, NpuOpKind, Operand2, Placement,
+    Program, Scale, WeightDma, WeightStreams,
 };
 use crate::error::{Error, Result};
 
@@ -70,7 +70,7 @@ pub fn emit(
     accel: &AcceleratorConfig,
 ) -> Result<Vec<u32>> {
     if placement.buffers.len() != program.buffers.len() {
-        return Err(Error::Other(format!(
+        return Err(Error::Internal(format!(
             "emission: placement has {} buffers, the program {}",
             placement.buffers.len(),
             program.buffers.len()
@@ -129,16 +129,20 @@ struct Fm<'a> {
 impl<'a> Emitter<'a> {
     /// Resolves the address of `fm` and checks the box lies in the addressable range.
     fn resolve(&self, ctx: &Ctx, what: &str, fm: &'a FeatureMap) -> Result<Fm<'a>> {
-        let (region, base) = *self.placement.buffers.get(fm.buffer).ok_or_else(|| {
-            Error::Other(format!(
-                "{}: {what} refers to buffer {} which has no placement",
-                ctx.node, fm.buffer
-            ))
-        })?;
+        let (region, base) = *self
+            .placement
+            .buffers
+            .get(fm.buffer.index())
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "{}: {what} refers to buffer {} which has no placement",
+                    ctx.node, fm.buffer
+                ))
+            })?;
         let size = self
             .program
             .buffers
-            .get(fm.buffer)
+            .get(fm.buffer.index())
             .map_or(0, |b| b.size as u64);
         let addr = base
             .checked_add(fm.offset as u64)
@@ -170,9 +174,9 @@ impl<'a> Emitter<'a> {
             op: kind_name(&op.kind),
             target: self.accel.name,
         };
-        let block = op
-            .block
-            .ok_or_else(|| Error::Other(format!("{}: no block configuration chosen", ctx.node)))?;
+        let block = op.block.ok_or_else(|| {
+            Error::Internal(format!("{}: no block configuration chosen", ctx.node))
+        })?;
         check_kernel(&ctx, op)?;
         // A weight copy's DMA first: it runs while the previous operation computes.
         if let Some(w) = self.placement.weights.get(index).and_then(|w| w.as_ref())
@@ -257,7 +261,9 @@ impl<'a> Emitter<'a> {
                 .weights
                 .get(index)
                 .and_then(|w| w.as_ref())
-                .ok_or_else(|| Error::Other(format!("{}: no weight streams placed", ctx.node)))?;
+                .ok_or_else(|| {
+                    Error::Internal(format!("{}: no weight streams placed", ctx.node))
+                })?;
             self.weights(&ctx, streams, &mut accesses)?;
         }
         self.activation(&ctx, op, lut_slot)?;
@@ -282,7 +288,7 @@ impl<'a> Emitter<'a> {
         self.w.cmd0(Cmd0::SET_AB_START, v);
         if ifm2.is_some() {
             let start = block.ifm2_ib_start.ok_or_else(|| {
-                Error::Other(format!(
+                Error::Internal(format!(
                     "{}: binary operation without IFM2_IB_START",
                     ctx.node
                 ))
@@ -383,19 +389,19 @@ impl<'a> Emitter<'a> {
         &mut self,
         ctx: &Ctx,
         index: usize,
-        lut: usize,
+        lut: BufferId,
         accesses: &mut Vec<Access>,
     ) -> Result<u8> {
         let size = self
             .program
             .buffers
-            .get(lut)
+            .get(lut.index())
             .map(|b| b.size)
             .ok_or_else(|| {
-                Error::Other(format!("{}: LUT buffer {lut} does not exist", ctx.node))
+                Error::Internal(format!("{}: LUT buffer {lut} does not exist", ctx.node))
             })?;
-        let (region, src) = *self.placement.buffers.get(lut).ok_or_else(|| {
-            Error::Other(format!("{}: LUT buffer {lut} has no placement", ctx.node))
+        let (region, src) = *self.placement.buffers.get(lut.index()).ok_or_else(|| {
+            Error::Internal(format!("{}: LUT buffer {lut} has no placement", ctx.node))
         })?;
         let (slot, resident) = self
             .luts
@@ -610,7 +616,7 @@ impl<'a> Emitter<'a> {
     fn weights(&mut self, ctx: &Ctx, s: &WeightStreams, accesses: &mut Vec<Access>) -> Result<()> {
         let cores = self.accel.cores as usize;
         if s.cores.is_empty() || s.cores.len() > cores {
-            return Err(Error::Other(format!(
+            return Err(Error::Internal(format!(
                 "{}: {} weight streams for {} core(s)",
                 ctx.node,
                 s.cores.len(),
@@ -748,7 +754,7 @@ impl<'a> Emitter<'a> {
                 )
             }
             (Operand2::Tensor(_), None) => {
-                return Err(Error::Other(format!(
+                return Err(Error::Internal(format!(
                     "{}: IFM2 tensor not resolved",
                     ctx.node
                 )));

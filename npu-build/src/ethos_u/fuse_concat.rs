@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
-use super::npu_op::{BufferKind, FeatureMap, Layout, NpuOp, NpuOpKind, Program, Scale};
+use super::npu_op::{BufferId, BufferKind, FeatureMap, Layout, NpuOp, NpuOpKind, Program, Scale};
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
 /// Whether `op` is an exact copy: a unit 1x1 pool, raw bytes in and out, no clamp or table.
@@ -91,17 +91,17 @@ fn remap(w: &FeatureMap, src: &FeatureMap, dst: &FeatureMap) -> Option<FeatureMa
 pub(super) fn fuse(
     program: &mut Program,
     ranges: &mut [Range<usize>],
-    pinned: &HashSet<usize>,
+    pinned: &HashSet<BufferId>,
 ) -> usize {
     let n = program.ops.len();
     let mut writers: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); program.buffers.len()];
     for (k, op) in program.ops.iter().enumerate() {
-        if let Some(w) = writers.get_mut(op.ofm.buffer) {
+        if let Some(w) = writers.get_mut(op.ofm.buffer.index()) {
             w.push(k);
         }
         for b in op.buffers().filter(|&b| b != op.ofm.buffer) {
-            if let Some(r) = readers.get_mut(b) {
+            if let Some(r) = readers.get_mut(b.index()) {
                 r.push(k);
             }
         }
@@ -113,20 +113,20 @@ pub(super) fn fuse(
             continue;
         }
         let a = l.ifm.buffer;
-        let Some(buf) = program.buffers.get(a) else {
+        let Some(buf) = program.buffers.get(a.index()) else {
             continue;
         };
         let e = l.ifm.dtype.bytes();
         let whole = l.ifm.offset == 0
             && l.ifm.strides == dense(l.ifm.shape, e)
             && buf.size == l.ifm.shape.iter().product::<usize>() * e;
-        let ws = &writers[a];
+        let ws = &writers[a.index()];
         let ok = whole
             && a != l.ofm.buffer
             && matches!(buf.kind, BufferKind::Arena)
             && buf.io.is_none()
             && !pinned.contains(&a)
-            && readers[a] == [k]
+            && readers[a.index()] == [k]
             && !ws.is_empty()
             && ws
                 .iter()
@@ -165,8 +165,8 @@ mod tests {
     fn phase_writes_move_into_the_slice() {
         // A 4x4x2 int8 tensor written as four 2x2 phases, copied into channels 2..4 of a
         // 4x4x6 output.
-        let src = FeatureMap::nhwc(1, [4, 4, 2], ElemType::I8, 0);
-        let mut dst = FeatureMap::nhwc(2, [4, 4, 6], ElemType::I8, 0);
+        let src = FeatureMap::nhwc(BufferId(1), [4, 4, 2], ElemType::I8, 0);
+        let mut dst = FeatureMap::nhwc(BufferId(2), [4, 4, 6], ElemType::I8, 0);
         dst.shape = [4, 4, 2];
         dst.offset = 2;
         let mut phase = src.clone();
@@ -174,7 +174,7 @@ mod tests {
         phase.offset = 8 + 2; // row 1, column 1
         phase.strides = [16, 4, 1];
         let m = remap(&phase, &src, &dst).expect("remapped");
-        assert_eq!(m.buffer, 2);
+        assert_eq!(m.buffer, BufferId(2));
         assert_eq!(m.offset, 2 + 24 + 6);
         assert_eq!(m.strides, [48, 12, 1]);
         // A box reaching past the source is refused.

@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
-use super::npu_op::{Activation, BufferKind, NpuOp, NpuOpKind, Program, Scale};
+use super::npu_op::{Activation, BufferId, BufferKind, NpuOp, NpuOpKind, Program, Scale};
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
 /// Whether `op` is [`lower/act_fn.rs`]'s table copy: a unit 1x1 pool, raw bytes in and out.
@@ -43,12 +43,12 @@ fn is_table_copy(op: &NpuOp) -> bool {
 pub(super) fn fuse(
     program: &mut Program,
     ranges: &mut [Range<usize>],
-    pinned: &HashSet<usize>,
+    pinned: &HashSet<BufferId>,
 ) -> usize {
     let owner = super::stripe::owners(ranges, program.ops.len());
     let mut uses = vec![0usize; program.buffers.len()];
     for b in program.ops.iter().flat_map(NpuOp::buffers) {
-        if let Some(u) = uses.get_mut(b) {
+        if let Some(u) = uses.get_mut(b.index()) {
             *u += 1;
         }
     }
@@ -88,7 +88,7 @@ pub(super) fn fuse(
             && program.buffers[b].io.is_none()
             && matches!(program.buffers[b].kind, BufferKind::Arena)
             && !pinned.contains(&b)
-            && uses[b] == 2;
+            && uses[b.index()] == 2;
         if !ok {
             continue;
         }

@@ -17,7 +17,52 @@ use npu_rt::ethos_u::regs::fields::{
 };
 
 /// Index of a buffer in [`Program::buffers`].
-pub type BufferId = usize;
+///
+/// A type of its own (not a bare `usize`) so that an IR tensor id cannot be passed where a buffer
+/// is meant: lowering handles both side by side. `program.buffers[id]` works directly; other
+/// per-buffer tables index with [`BufferId::index`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BufferId(pub usize);
+
+impl BufferId {
+    /// The position in [`Program::buffers`] (and in any table kept per buffer).
+    pub const fn index(self) -> usize {
+        self.0
+    }
+}
+
+// Printed as the bare number, as `npu compile --dump-ops` always has.
+impl core::fmt::Debug for BufferId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl core::fmt::Display for BufferId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl core::ops::Index<BufferId> for Vec<Buffer> {
+    type Output = Buffer;
+    fn index(&self, id: BufferId) -> &Buffer {
+        &self[id.0]
+    }
+}
+
+impl core::ops::IndexMut<BufferId> for Vec<Buffer> {
+    fn index_mut(&mut self, id: BufferId) -> &mut Buffer {
+        &mut self[id.0]
+    }
+}
+
+impl core::ops::Index<BufferId> for [Buffer] {
+    type Output = Buffer;
+    fn index(&self, id: BufferId) -> &Buffer {
+        &self[id.0]
+    }
+}
 
 /// Where a buffer lives.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,8 +172,8 @@ impl FeatureMap {
     /// A dense NHWC box covering a whole `[H, W, C]` tensor at the start of `buffer`.
     ///
     /// ```
-    /// use npu_build::ethos_u::npu_op::{ElemType, FeatureMap};
-    /// let f = FeatureMap::nhwc(0, [4, 5, 6], ElemType::I8, -1);
+    /// use npu_build::ethos_u::npu_op::{BufferId, ElemType, FeatureMap};
+    /// let f = FeatureMap::nhwc(BufferId(0), [4, 5, 6], ElemType::I8, -1);
     /// assert_eq!(f.strides, [30, 6, 1]);
     /// ```
     pub fn nhwc(buffer: BufferId, shape: [usize; 3], dtype: ElemType, zero_point: i32) -> Self {
@@ -376,9 +421,9 @@ impl NpuOp {
     /// both sides, and a clamp to the OFM's type; the `with_*` methods change them.
     ///
     /// ```
-    /// use npu_build::ethos_u::npu_op::{ElemType, FeatureMap, NpuOp, NpuOpKind, Scale};
+    /// use npu_build::ethos_u::npu_op::{BufferId, ElemType, FeatureMap, NpuOp, NpuOpKind, Scale};
     /// use npu_rt::ethos_u::regs::fields::PoolingMode;
-    /// let fm = FeatureMap::nhwc(0, [4, 4, 8], ElemType::I8, 0);
+    /// let fm = FeatureMap::nhwc(BufferId(0), [4, 4, 8], ElemType::I8, 0);
     /// let op = NpuOp::new("copy", NpuOpKind::Pool(PoolingMode::Average), fm.clone(), fm)
     ///     .with_scale(Scale::UNIT);
     /// assert_eq!(op.ofm_scale, Some(Scale::UNIT));
@@ -501,7 +546,7 @@ impl Program {
     /// Adds a buffer and returns its id.
     pub fn add_buffer(&mut self, b: Buffer) -> BufferId {
         self.buffers.push(b);
-        self.buffers.len() - 1
+        BufferId(self.buffers.len() - 1)
     }
 
     /// Drops the operations marked in `removed` (exactly one flag per operation) and keeps `ranges` (IR
@@ -533,9 +578,9 @@ mod tests {
 
     #[test]
     fn extents() {
-        let f = FeatureMap::nhwc(0, [2, 3, 4], ElemType::I8, 0);
+        let f = FeatureMap::nhwc(BufferId(0), [2, 3, 4], ElemType::I8, 0);
         assert_eq!(f.extent(), 24);
-        let b = FeatureMap::nhcwb16(0, [2, 3, 20], ElemType::I8, 0);
+        let b = FeatureMap::nhcwb16(BufferId(0), [2, 3, 20], ElemType::I8, 0);
         // 2 rows of 3 x 32 bytes, last element at row 1, x 2, brick 1, lane 3.
         assert_eq!(b.strides, [96, 16, 48]);
         assert_eq!(b.extent(), 96 + 2 * 16 + 48 + 3 + 1);

@@ -54,10 +54,11 @@ pub const FORCED_REASON: &str = "forced to the CPU by the compile options";
 
 /// Whether `op` converts from or to float (always a CPU operator).
 pub fn is_float_boundary(g: &Graph, op: &Op) -> bool {
-    op.inputs
-        .iter()
-        .chain(&op.outputs)
-        .any(|&t| g.tensors.get(t).is_some_and(|x| x.dtype == DType::F32))
+    op.inputs.iter().chain(&op.outputs).any(|&t| {
+        g.tensors
+            .get(t.index())
+            .is_some_and(|x| x.dtype == DType::F32)
+    })
 }
 
 /// Whether `pattern` (a node name or an operator name such as `Softmax`) selects `op`.
@@ -83,9 +84,8 @@ pub fn fallback_disabled_error(target: &str, cpu: &[OpAssignment]) -> Error {
                 .map(|r| format!("  node '{}' ({}): {r}", a.node, a.op))
         })
         .collect();
-    Error::Other(format!(
-        "CPU fallback is disabled, but {} operator(s) cannot run on the NPU ({target}):\n{}",
-        list.len(),
-        list.join("\n")
-    ))
+    Error::CpuFallbackDisabled {
+        target: target.to_string(),
+        ops: list,
+    }
 }

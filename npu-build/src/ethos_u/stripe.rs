@@ -18,7 +18,9 @@
 
 use std::ops::Range;
 
-use super::npu_op::{Buffer, BufferKind, FeatureMap, NpuOp, NpuOpKind, Operand2, Program};
+use super::npu_op::{
+    Buffer, BufferId, BufferKind, FeatureMap, NpuOp, NpuOpKind, Operand2, Program,
+};
 use crate::ir::Padding;
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
@@ -40,7 +42,7 @@ fn whole(program: &Program, fm: &FeatureMap) -> bool {
     fm.offset == 0
         && program
             .buffers
-            .get(fm.buffer)
+            .get(fm.buffer.index())
             .is_some_and(|b| fm.shape[0].saturating_mul(fm.strides[0]) == b.size)
 }
 
@@ -68,7 +70,7 @@ fn stripeable(op: &NpuOp) -> bool {
 pub(super) fn chains(
     program: &Program,
     ranges: &[Range<usize>],
-    pinned: &std::collections::HashSet<usize>,
+    pinned: &std::collections::HashSet<BufferId>,
 ) -> Vec<Range<usize>> {
     let n = program.ops.len();
     let owner = owners(ranges, n);
@@ -76,7 +78,7 @@ pub(super) fn chains(
     let mut uses = vec![0usize; program.buffers.len()];
     for op in &program.ops {
         for b in op.buffers() {
-            if let Some(u) = uses.get_mut(b) {
+            if let Some(u) = uses.get_mut(b.index()) {
                 *u += 1;
             }
         }
@@ -100,7 +102,7 @@ pub(super) fn chains(
             && program.buffers[buf].io.is_none()
             && matches!(program.buffers[buf].kind, BufferKind::Arena)
             && !pinned.contains(&buf)
-            && uses[buf] == 2
+            && uses[buf.index()] == 2
     };
     let mut out = Vec::new();
     let mut k = 0;
@@ -188,7 +190,7 @@ pub(super) fn stripe(
     let mut stripe_buf = Vec::with_capacity(n - 1);
     for (i, op) in ops.iter().enumerate().take(n - 1) {
         let old = op.ofm.buffer;
-        let id = program.buffers.len();
+        let id = BufferId(program.buffers.len());
         program.buffers.push(Buffer {
             name: format!("{} (stripe)", program.buffers[old].name),
             size: sizes[i],

@@ -51,7 +51,7 @@ impl From<WeightError> for EncodeError {
 
 impl From<EncodeError> for crate::Error {
     fn from(e: EncodeError) -> Self {
-        crate::Error::Other(format!("weight encoding: {e}"))
+        crate::Error::Internal(format!("weight encoding: {e}"))
     }
 }
 

@@ -6,7 +6,7 @@
 //! the sigmoid's rounding to its quantization and the MUL's rounding: bit-exact with running the
 //! two operators, in one NPU LUT operation instead of two operations and an intermediate tensor.
 
-use crate::ir::{ActFn, Activation, DType, Graph, OpKind};
+use crate::ir::{ActFn, Activation, DType, Graph, OpKind, TensorId};
 
 /// Replaces every `Mul(x, Logistic(x))` (either operand order, no fused activation, same shapes,
 /// the sigmoid read by nothing else) with one [`ActFn::Swish`] operator.
@@ -73,8 +73,9 @@ pub fn fuse_float_islands(g: &mut Graph) {
             continue;
         };
         // Walk back through private float functions to a Dequantize.
-        let private =
-            |g: &Graph, t: usize, user: usize| g.consumers(t) == [user] && !g.outputs.contains(&t);
+        let private = |g: &Graph, t: TensorId, user: usize| {
+            g.consumers(t) == [user] && !g.outputs.contains(&t)
+        };
         let mut chain = Vec::new();
         let mut t = f_out;
         let mut user = qi;
@@ -137,7 +138,7 @@ fn island_table(g: &Graph, dq: usize, chain: &[usize], q: usize) -> Option<[u8; 
         ..Graph::default()
     };
     let mut map = std::collections::HashMap::new();
-    let mut tensor = |mini: &mut Graph, t: usize| -> usize {
+    let mut tensor = |mini: &mut Graph, t: TensorId| -> TensorId {
         *map.entry(t).or_insert_with(|| {
             let src = &g.tensors[t];
             mini.add_tensor(Tensor {

@@ -15,7 +15,52 @@ mod validate;
 pub use quant::Quantization;
 
 /// Index of a tensor in [`Graph::tensors`].
-pub type TensorId = usize;
+///
+/// A type of its own (not a bare `usize`) so that a buffer, op or input position cannot be passed
+/// where a tensor is meant. `graph.tensors[id]` works directly; other per-tensor tables index with
+/// [`TensorId::index`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TensorId(pub usize);
+
+impl TensorId {
+    /// The position in [`Graph::tensors`] (and in any table kept per tensor).
+    pub const fn index(self) -> usize {
+        self.0
+    }
+}
+
+// Printed as the bare number, as error messages and dumps always have.
+impl core::fmt::Debug for TensorId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl core::fmt::Display for TensorId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl core::ops::Index<TensorId> for Vec<Tensor> {
+    type Output = Tensor;
+    fn index(&self, id: TensorId) -> &Tensor {
+        &self[id.0]
+    }
+}
+
+impl core::ops::IndexMut<TensorId> for Vec<Tensor> {
+    fn index_mut(&mut self, id: TensorId) -> &mut Tensor {
+        &mut self[id.0]
+    }
+}
+
+impl core::ops::Index<TensorId> for [Tensor] {
+    type Output = Tensor;
+    fn index(&self, id: TensorId) -> &Tensor {
+        &self[id.0]
+    }
+}
 
 /// Element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -723,7 +768,7 @@ impl Graph {
     /// Adds a tensor and returns its id.
     pub fn add_tensor(&mut self, t: Tensor) -> TensorId {
         self.tensors.push(t);
-        self.tensors.len() - 1
+        TensorId(self.tensors.len() - 1)
     }
 
     pub fn tensor(&self, id: TensorId) -> &Tensor {

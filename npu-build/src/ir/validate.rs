@@ -47,8 +47,8 @@ impl Graph {
             }
         }
         for &id in self.inputs.iter().chain(&self.outputs) {
-            if id >= n {
-                return Err(Error::Other(format!(
+            if id.index() >= n {
+                return Err(Error::Internal(format!(
                     "graph input/output refers to tensor {id}, but there are only {n} tensors"
                 )));
             }
@@ -56,7 +56,7 @@ impl Graph {
         self.validate_variables()?;
         let mut produced = vec![false; n];
         for &i in self.inputs.iter().chain(&self.variables) {
-            produced[i] = true;
+            produced[i.index()] = true;
         }
         for (i, t) in self.tensors.iter().enumerate() {
             if t.is_const() {
@@ -65,7 +65,7 @@ impl Graph {
         }
         for op in &self.ops {
             for &id in op.inputs.iter().chain(&op.outputs) {
-                if id >= n {
+                if id.index() >= n {
                     return Err(Error::InvalidNode {
                         node: op.name.clone(),
                         op: op.kind.name().into(),
@@ -78,7 +78,7 @@ impl Graph {
         let mut producer: Vec<Option<usize>> = vec![None; n];
         for (k, op) in self.ops.iter().enumerate() {
             for &o in &op.outputs {
-                if produced[o] && producer[o].is_none() {
+                if produced[o.index()] && producer[o.index()].is_none() {
                     return Err(Error::InvalidNode {
                         node: op.name.clone(),
                         op: op.kind.name().into(),
@@ -88,7 +88,7 @@ impl Graph {
                         ),
                     });
                 }
-                if let Some(p) = producer[o] {
+                if let Some(p) = producer[o.index()] {
                     return Err(Error::InvalidNode {
                         node: op.name.clone(),
                         op: op.kind.name().into(),
@@ -98,13 +98,13 @@ impl Graph {
                         ),
                     });
                 }
-                producer[o] = Some(k);
+                producer[o.index()] = Some(k);
             }
         }
         for op in &self.ops {
             for &i in &op.inputs {
-                if !produced[i] {
-                    return match producer[i] {
+                if !produced[i.index()] {
+                    return match producer[i.index()] {
                         Some(_) => Err(self.cycle_error()),
                         None => Err(Error::InvalidNode {
                             node: op.name.clone(),
@@ -118,11 +118,11 @@ impl Graph {
                 }
             }
             for &o in &op.outputs {
-                produced[o] = true;
+                produced[o.index()] = true;
             }
         }
         for &o in &self.outputs {
-            if !produced[o] {
+            if !produced[o.index()] {
                 return Err(Error::InvalidTensor {
                     tensor: self.tensors[o].name.clone(),
                     detail: "graph output is never produced".into(),
@@ -137,8 +137,8 @@ impl Graph {
     fn validate_variables(&self) -> Result<()> {
         use super::{LstmAttrs, OpKind};
         for &v in &self.variables {
-            let Some(t) = self.tensors.get(v) else {
-                return Err(Error::Other(format!(
+            let Some(t) = self.tensors.get(v.index()) else {
+                return Err(Error::Internal(format!(
                     "variable refers to tensor {v}, but there are only {} tensors",
                     self.tensors.len()
                 )));
@@ -179,8 +179,8 @@ impl Graph {
         let n = self.tensors.len();
         let mut available = vec![false; n];
         for &i in self.inputs.iter().chain(&self.variables) {
-            if i < n {
-                available[i] = true;
+            if i.index() < n {
+                available[i.index()] = true;
             }
         }
         for (i, t) in self.tensors.iter().enumerate() {
@@ -194,11 +194,14 @@ impl Graph {
             let before = remaining.len();
             remaining.retain(|&k| {
                 let op = &self.ops[k];
-                let ready = op.inputs.iter().all(|&i| i < n && available[i]);
+                let ready = op
+                    .inputs
+                    .iter()
+                    .all(|&i| i.index() < n && available[i.index()]);
                 if ready {
                     for &o in &op.outputs {
-                        if o < n {
-                            available[o] = true;
+                        if o.index() < n {
+                            available[o.index()] = true;
                         }
                     }
                     order.push(k);
@@ -213,14 +216,16 @@ impl Graph {
                 if stuck
                     .inputs
                     .iter()
-                    .any(|&i| i < n && !available[i] && !produced_somewhere(i))
+                    .any(|&i| i.index() < n && !available[i.index()] && !produced_somewhere(i))
                 {
                     let missing = stuck
                         .inputs
                         .iter()
-                        .find(|&&i| i < n && !available[i] && !produced_somewhere(i))
+                        .find(|&&i| {
+                            i.index() < n && !available[i.index()] && !produced_somewhere(i)
+                        })
                         .copied()
-                        .unwrap_or(0);
+                        .unwrap_or(TensorId(0));
                     return Err(Error::InvalidNode {
                         node: stuck.name.clone(),
                         op: stuck.kind.name().into(),
@@ -261,7 +266,7 @@ impl Graph {
                 };
             }
             let next = self.ops[k].inputs.iter().find_map(|&i| {
-                if i >= n {
+                if i.index() >= n {
                     return None;
                 }
                 self.ops
@@ -300,8 +305,8 @@ mod tests {
         Op {
             name: name.into(),
             kind: OpKind::Activation(Activation::Relu),
-            inputs: vec![i],
-            outputs: vec![o],
+            inputs: vec![TensorId(i)],
+            outputs: vec![TensorId(o)],
         }
     }
 
@@ -309,8 +314,8 @@ mod tests {
     fn cycle_is_named() {
         let mut g = Graph {
             tensors: vec![t("in"), t("a"), t("b"), t("out")],
-            inputs: vec![0],
-            outputs: vec![3],
+            inputs: vec![TensorId(0)],
+            outputs: vec![TensorId(3)],
             ..Default::default()
         };
         g.ops = vec![relu("n1", 2, 1), relu("n2", 1, 2), relu("n3", 0, 3)];
@@ -324,8 +329,8 @@ mod tests {
     fn toposort_reorders() {
         let mut g = Graph {
             tensors: vec![t("in"), t("a"), t("out")],
-            inputs: vec![0],
-            outputs: vec![2],
+            inputs: vec![TensorId(0)],
+            outputs: vec![TensorId(2)],
             ..Default::default()
         };
         g.ops = vec![relu("second", 1, 2), relu("first", 0, 1)];
@@ -339,8 +344,8 @@ mod tests {
     fn overflowing_tensor_is_rejected() {
         let mut g = Graph {
             tensors: vec![t("in")],
-            inputs: vec![0],
-            outputs: vec![0],
+            inputs: vec![TensorId(0)],
+            outputs: vec![TensorId(0)],
             ..Default::default()
         };
         g.tensors[0].shape = vec![usize::MAX, 2];

@@ -95,7 +95,7 @@ impl Act16 {
         let Some(&x) = op.inputs.first() else {
             return Ok(None);
         };
-        if g.tensors.get(x).map(|t| t.dtype) != Some(DType::I16) {
+        if g.tensors.get(x.index()).map(|t| t.dtype) != Some(DType::I16) {
             return Ok(None);
         }
         let tanh = match f {
@@ -283,7 +283,7 @@ pub(crate) fn table(g: &Graph, op: &Op, f: ActFn) -> Result<Table8> {
 pub(crate) fn tabulate(mini: &Graph) -> Option<[u8; 256]> {
     use crate::value::Value;
     let x = *mini.inputs.first()?;
-    let data = match mini.tensors.get(x)?.dtype {
+    let data = match mini.tensors.get(x.index())?.dtype {
         DType::I8 => Data::I8((-128..=127).collect()),
         DType::U8 => Data::U8((0..=255).collect()),
         _ => return None,

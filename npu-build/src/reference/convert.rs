@@ -4,10 +4,10 @@ use super::util::{QInt, Rescale, bad_data, is_qint, node_err, per_tensor, with_q
 use super::{Kernel, Prepared};
 use crate::error::Result;
 use crate::ir::quant::activation_range;
-use crate::ir::{Activation, DType, Graph, Op};
+use crate::ir::{Activation, DType, Graph, Op, TensorId};
 use crate::value::Data;
 
-fn io(g: &Graph, op: &Op) -> Result<(usize, usize)> {
+fn io(g: &Graph, op: &Op) -> Result<(TensorId, TensorId)> {
     if op.inputs.len() != 1 || op.outputs.len() != 1 {
         return Err(node_err(op, "expects one input and one output"));
     }

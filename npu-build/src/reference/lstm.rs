@@ -292,7 +292,7 @@ impl Lstm {
     fn step(&self, inputs: &[&Data]) -> Result<(Data, Data, Data)> {
         let p = &self.plan;
         let (Data::I8(x), Data::I8(h), Data::I16(c)) = (inputs[0], inputs[1], inputs[2]) else {
-            return Err(crate::error::Error::Other("LSTM: operand types".into()));
+            return Err(crate::error::Error::Internal("LSTM: operand types".into()));
         };
         let (nx, ny, nh) = (x.len(), p.batch * p.time * p.cell, h.len());
         // Arena: x | y | h | c.
@@ -309,8 +309,9 @@ impl Lstm {
             Buf::arena((nx + ny + nh) as u32),
             Buf::weights(0),
         );
-        op.execute(&self.consts, &mut arena)
-            .ok_or_else(|| crate::error::Error::Other("LSTM: operands outside the arena".into()))?;
+        op.execute(&self.consts, &mut arena).ok_or_else(|| {
+            crate::error::Error::Internal("LSTM: operands outside the arena".into())
+        })?;
         let y = arena[nx..nx + ny].iter().map(|&v| v as i8).collect();
         let h = arena[nx + ny..nx + ny + nh]
             .iter()

@@ -103,7 +103,7 @@ impl<'g> Interpreter<'g> {
             let prepared = prepare(graph, k)?;
             for &i in &prepared.inputs {
                 let t = &graph.tensors[i];
-                if let (Some(bytes), None) = (&t.data, &consts[i]) {
+                if let (Some(bytes), None) = (&t.data, &consts[i.index()]) {
                     let d =
                         Data::from_le_bytes(t.dtype, bytes).map_err(|_| Error::InvalidTensor {
                             tensor: t.name.clone(),
@@ -112,7 +112,7 @@ impl<'g> Interpreter<'g> {
                                 t.dtype
                             ),
                         })?;
-                    consts[i] = Some(d);
+                    consts[i.index()] = Some(d);
                 }
             }
             steps.push(Step {
@@ -125,16 +125,16 @@ impl<'g> Interpreter<'g> {
         let mut last = vec![None; n];
         for (s, step) in steps.iter().enumerate() {
             for &i in &step.prepared.inputs {
-                last[i] = Some(s);
+                last[i.index()] = Some(s);
             }
         }
         for (i, l) in last.iter().enumerate() {
             if let Some(s) = *l
-                && !graph.outputs.contains(&i)
-                && !graph.variables.contains(&i)
+                && !graph.outputs.contains(&TensorId(i))
+                && !graph.variables.contains(&TensorId(i))
                 && consts[i].is_none()
             {
-                steps[s].free.push(i);
+                steps[s].free.push(TensorId(i));
             }
         }
         Ok(Interpreter {
@@ -162,7 +162,7 @@ impl<'g> Interpreter<'g> {
     pub fn run_all(&self, inputs: &[Value]) -> Result<Vec<Option<Value>>> {
         let acts = self.execute(inputs, true, &mut Vec::new())?;
         Ok((0..self.graph.tensors.len())
-            .map(|id| self.value_of(&acts, id).ok())
+            .map(|id| self.value_of(&acts, TensorId(id)).ok())
             .collect())
     }
 
@@ -184,9 +184,9 @@ impl<'g> Interpreter<'g> {
 
     fn value_of(&self, acts: &[Option<Data>], id: TensorId) -> Result<Value> {
         let t = &self.graph.tensors[id];
-        let data = acts[id]
+        let data = acts[id.index()]
             .clone()
-            .or_else(|| self.consts[id].clone())
+            .or_else(|| self.consts[id.index()].clone())
             .or_else(|| {
                 t.data
                     .as_ref()
@@ -247,11 +247,11 @@ impl<'g> Interpreter<'g> {
                     v.data.len()
                 )));
             }
-            acts[id] = Some(v.data.clone());
+            acts[id.index()] = Some(v.data.clone());
         }
         for (k, &id) in g.variables.iter().enumerate() {
             let t = &g.tensors[id];
-            acts[id] = Some(match vars.get(k) {
+            acts[id.index()] = Some(match vars.get(k) {
                 Some(d) => d.clone(),
                 None => Data::from_le_bytes(
                     t.dtype,
@@ -271,9 +271,9 @@ impl<'g> Interpreter<'g> {
             let (result, updates) = {
                 let mut ins = Vec::with_capacity(step.prepared.inputs.len());
                 for &i in &step.prepared.inputs {
-                    let d = acts[i]
+                    let d = acts[i.index()]
                         .as_ref()
-                        .or(self.consts[i].as_ref())
+                        .or(self.consts[i.index()].as_ref())
                         .ok_or_else(|| {
                             util::node_err(
                                 op,
@@ -286,7 +286,7 @@ impl<'g> Interpreter<'g> {
             };
             let targets = op.inputs.iter().filter(|i| g.variables.contains(i));
             for (&t, d) in targets.zip(updates) {
-                acts[t] = Some(d);
+                acts[t.index()] = Some(d);
             }
             let t = &g.tensors[out_id];
             if result.len() != t.elements() || result.dtype() != t.dtype {
@@ -302,17 +302,17 @@ impl<'g> Interpreter<'g> {
                     ),
                 ));
             }
-            acts[out_id] = Some(result);
+            acts[out_id.index()] = Some(result);
             if !keep_all {
                 for &i in &step.free {
-                    acts[i] = None;
+                    acts[i.index()] = None;
                 }
             }
         }
         *vars = g
             .variables
             .iter()
-            .map(|&id| acts[id].clone())
+            .map(|&id| acts[id.index()].clone())
             .collect::<Option<Vec<_>>>()
             .unwrap_or_default();
         Ok(acts)

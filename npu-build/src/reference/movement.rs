@@ -8,7 +8,7 @@ use super::util::{Rescale, bad_data, node_err, per_tensor, same_quant, strides, 
 use super::{Kernel, Prepared};
 use crate::error::Result;
 use crate::ir::quant::activation_range;
-use crate::ir::{Activation, DType, Graph, Op, ResizeMode};
+use crate::ir::{Activation, DType, Graph, Op, ResizeMode, TensorId};
 use crate::value::Data;
 
 /// Runs `$body` with `$v` bound to the element vector of `$d` and wraps the resulting vector back
@@ -38,7 +38,7 @@ pub struct Requant {
 
 impl Requant {
     /// Requantization from the quantization of `from` to that of `to` (None when equal).
-    pub fn between(g: &Graph, op: &Op, from: usize, to: usize) -> Result<Option<Requant>> {
+    pub fn between(g: &Graph, op: &Op, from: TensorId, to: TensorId) -> Result<Option<Requant>> {
         let (ft, tt) = (&g.tensors[from], &g.tensors[to]);
         if same_quant(&ft.quant, &tt.quant) || ft.dtype == DType::F32 {
             return Ok(None);

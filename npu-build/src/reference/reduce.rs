@@ -402,6 +402,7 @@ impl Kernel for ArgMinMax {
 
 #[cfg(test)]
 mod tests {
+    use crate::ir::TensorId;
     use crate::ir::{DType, Graph, Op, OpKind, Quantization, ReduceOp, Tensor};
     use crate::value::{Data, Value};
 
@@ -432,11 +433,11 @@ mod tests {
             ops: vec![Op {
                 name: "op".into(),
                 kind,
-                inputs: vec![0],
-                outputs: vec![1],
+                inputs: vec![TensorId(0)],
+                outputs: vec![TensorId(1)],
             }],
-            inputs: vec![0],
-            outputs: vec![1],
+            inputs: vec![TensorId(0)],
+            outputs: vec![TensorId(1)],
             variables: Vec::new(),
             requant: Default::default(),
         };

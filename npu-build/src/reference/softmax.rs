@@ -148,7 +148,7 @@ impl Softmax {
             let (shifted_scale, bits_over_unit) = reciprocal(sum, 12);
             let exponent = bits_over_unit + 31 - out_bits;
             if !(0..=31).contains(&exponent) {
-                return Err(Error::Other(format!(
+                return Err(Error::Data(format!(
                     "softmax: reciprocal exponent {exponent} out of range (row too long?)"
                 )));
             }

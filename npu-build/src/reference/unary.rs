@@ -158,6 +158,7 @@ impl Kernel for Unary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::TensorId;
     use crate::ir::{OpKind, Quantization, Tensor};
 
     fn graph(dtype: DType, qi: Option<(f32, i32)>, qo: Option<(f32, i32)>, kind: OpKind) -> Graph {
@@ -174,11 +175,11 @@ mod tests {
             ops: vec![Op {
                 name: "u".into(),
                 kind,
-                inputs: vec![0],
-                outputs: vec![1],
+                inputs: vec![TensorId(0)],
+                outputs: vec![TensorId(1)],
             }],
-            inputs: vec![0],
-            outputs: vec![1],
+            inputs: vec![TensorId(0)],
+            outputs: vec![TensorId(1)],
             variables: Vec::new(),
             requant: Default::default(),
         }

@@ -200,10 +200,9 @@ impl Rescale {
 /// A zeroed vector of `n` elements, failing cleanly when memory is short.
 pub fn zeroed<T: Default + Clone>(n: usize, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        Error::Other(format!(
-            "out of memory allocating {n} elements for '{what}'"
-        ))
+    v.try_reserve_exact(n).map_err(|_| Error::InvalidTensor {
+        tensor: what.to_string(),
+        detail: format!("out of memory allocating {n} elements"),
     })?;
     v.resize(n, T::default());
     Ok(v)
@@ -302,5 +301,5 @@ pub fn for_each_broadcast(
 /// A kernel was handed data of another type than the one it was prepared for (a bug: inputs are
 /// checked against the graph before running).
 pub fn bad_data() -> Error {
-    Error::Other("internal error: tensor data of an unexpected type".into())
+    Error::Internal("internal error: tensor data of an unexpected type".into())
 }

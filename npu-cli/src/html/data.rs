@@ -286,8 +286,8 @@ fn schedule(
             {}
             let mut u = Vec::new();
             for &t in op.inputs.iter().chain(&op.outputs) {
-                if let Some(Some(p)) = program.tensor_places.get(t) {
-                    u.push(p.buffer);
+                if let Some(Some(p)) = program.tensor_places.get(t.index()) {
+                    u.push(p.buffer.index());
                 }
             }
             positions.push(Position {
@@ -314,7 +314,7 @@ fn schedule(
                     label: format!("#{j} {}", op.name),
                     cpu: false,
                 });
-                uses.push(op.buffers().collect());
+                uses.push(op.buffers().map(|b| b.index()).collect());
             }
         } else if i >= graph.ops.len() {
             // Steps left that match no operator (not expected): stop rather than loop.

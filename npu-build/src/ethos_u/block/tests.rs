@@ -18,7 +18,8 @@ use npu_rt::ethos_u::regs::{
 
 use super::choose;
 use crate::ethos_u::npu_op::{
-    Activation, BlockConfig, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Operand2,
+    Activation, BlockConfig, BufferId, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind,
+    Operand2,
 };
 use crate::ir::Padding;
 
@@ -182,7 +183,7 @@ fn fixture_ops(text: &str) -> Vec<FixtureOp> {
                             },
                         ];
                         Some(Operand2::Tensor(FeatureMap::nhwc(
-                            1,
+                            BufferId(1),
                             shape,
                             elem_type(p.precision(), p.activation_type()),
                             0,
@@ -229,7 +230,7 @@ fn fixture_ops(text: &str) -> Vec<FixtureOp> {
         let ofm_type = elem_type(ofm_p.precision(), ofm_p.activation_type());
         let mut activation = Activation::none(ofm_type);
         if act & 0x1f >= 16 {
-            activation.lut = Some(0);
+            activation.lut = Some(BufferId(0));
             activation.clip_range = ActivationClipRange::ForceInt8;
         }
         let has_ifm2 = matches!(&kind, NpuOpKind::Elementwise { ifm2: Some(_), .. });
@@ -264,12 +265,12 @@ fn fixture_ops(text: &str) -> Vec<FixtureOp> {
             name: comment.split(" ,").next().unwrap_or("").to_string(),
             kind,
             ifm: FeatureMap::nhwc(
-                0,
+                BufferId(0),
                 ifm_shape,
                 elem_type(ifm_p.precision(), ifm_p.activation_type()),
                 0,
             ),
-            ofm: FeatureMap::nhwc(1, ofm_shape, ofm_type, 0),
+            ofm: FeatureMap::nhwc(BufferId(1), ofm_shape, ofm_type, 0),
             kernel,
             padding: Padding::default(),
             upscale: IfmUpscaleMode::from_bits(r0(Cmd0::SET_IFM_UPSCALE) as u8 & 3).unwrap(),
@@ -470,8 +471,8 @@ fn conv_op(ifm: [usize; 3], ofm: [usize; 3], kernel: Kernel) -> NpuOp {
             values: Vec::new(),
             scales: Vec::new(),
         }),
-        ifm: FeatureMap::nhwc(0, ifm, ElemType::I8, 0),
-        ofm: FeatureMap::nhwc(1, ofm, ElemType::I8, 0),
+        ifm: FeatureMap::nhwc(BufferId(0), ifm, ElemType::I8, 0),
+        ofm: FeatureMap::nhwc(BufferId(1), ofm, ElemType::I8, 0),
         kernel,
         padding: Padding::default(),
         upscale: IfmUpscaleMode::None,

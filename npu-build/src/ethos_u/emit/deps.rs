@@ -304,6 +304,7 @@ pub(super) fn block_dependency(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ethos_u::npu_op::BufferId;
 
     #[test]
     fn job_order_is_height_width_depth() {
@@ -344,8 +345,8 @@ mod tests {
     #[test]
     fn block_dependency_cases() {
         use super::super::super::npu_op::ElemType;
-        let a = FeatureMap::nhwc(0, [8, 8, 16], ElemType::I8, 0);
-        let b = FeatureMap::nhwc(1, [8, 8, 16], ElemType::I8, 0);
+        let a = FeatureMap::nhwc(BufferId(0), [8, 8, 16], ElemType::I8, 0);
+        let b = FeatureMap::nhwc(BufferId(1), [8, 8, 16], ElemType::I8, 0);
         let prev = Producer {
             ofm: placed(&a, 0x1000),
             block: unit_block(16),

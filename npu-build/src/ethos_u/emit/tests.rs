@@ -10,8 +10,8 @@ use super::emit;
 use crate::error::Error;
 use crate::ethos_u::block;
 use crate::ethos_u::npu_op::{
-    Activation, Buffer, BufferKind, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Placement,
-    Program, Scale,
+    Activation, Buffer, BufferId, BufferKind, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind,
+    Placement, Program, Scale,
 };
 use crate::ir::Padding;
 
@@ -29,8 +29,8 @@ fn copy(src: usize, dst: usize) -> NpuOp {
     NpuOp {
         name: format!("copy{src}"),
         kind: NpuOpKind::Pool(PoolingMode::Average),
-        ifm: FeatureMap::nhwc(src, [8, 8, 16], ElemType::I8, 0),
-        ofm: FeatureMap::nhwc(dst, [8, 8, 16], ElemType::I8, 0),
+        ifm: FeatureMap::nhwc(BufferId(src), [8, 8, 16], ElemType::I8, 0),
+        ofm: FeatureMap::nhwc(BufferId(dst), [8, 8, 16], ElemType::I8, 0),
         kernel: Kernel::UNIT,
         padding: Padding::default(),
         upscale: IfmUpscaleMode::None,
@@ -180,10 +180,10 @@ fn lut_is_dmaed_once_into_a_slot() {
         io: None,
     });
     let mut a = copy(0, 1);
-    a.activation.lut = Some(3);
+    a.activation.lut = Some(BufferId(3));
     a.activation.clip_range = ActivationClipRange::OfmPrecision;
     let mut b = copy(1, 2);
-    b.activation.lut = Some(3);
+    b.activation.lut = Some(BufferId(3));
     for accel in [&ETHOS_U55_128, &ETHOS_U55_32] {
         let (mut p, mut pl) = program(vec![a.clone(), b.clone()], bufs.clone());
         pl.buffers[3] = (0, 0x40);

@@ -70,7 +70,7 @@ impl Machine {
 
     fn get(&self, fm: &FeatureMap, y: usize, x: usize, c: usize) -> i64 {
         let a = Self::addr(fm, y, x, c);
-        let b = &self.bufs[fm.buffer];
+        let b = &self.bufs[fm.buffer.index()];
         assert!(
             a + fm.dtype.bytes() <= b.len(),
             "read past buffer {}",
@@ -86,7 +86,7 @@ impl Machine {
 
     fn put(&mut self, fm: &FeatureMap, y: usize, x: usize, c: usize, v: i64) {
         let a = Self::addr(fm, y, x, c);
-        let b = &mut self.bufs[fm.buffer];
+        let b = &mut self.bufs[fm.buffer.index()];
         assert!(
             a + fm.dtype.bytes() <= b.len(),
             "write past buffer {}",

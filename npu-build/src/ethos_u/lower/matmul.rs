@@ -21,7 +21,7 @@ use crate::ethos_u::npu_op::{
     Activation as NpuActivation, ElemType, FeatureMap, InputScaling, NpuOp, NpuOpKind, Operand2,
     Scale,
 };
-use crate::ir::{Op, OpKind};
+use crate::ir::{Op, OpKind, TensorId};
 use crate::reference::matmul::BatchMatMul;
 
 /// Most output rows lowered (two operations each).
@@ -38,7 +38,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let (a, b, y) = (op.inputs[0], op.inputs[1], op.outputs[0]);
     let batch: usize = mm.batch.iter().product();
     let g = cx.graph;
-    let count = |t: usize| g.tensors[t].shape.iter().rev().skip(2).product::<usize>();
+    let count = |t: TensorId| g.tensors[t].shape.iter().rev().skip(2).product::<usize>();
     if count(a) != batch || count(b) != batch {
         return Err(cx.limit(
             op,

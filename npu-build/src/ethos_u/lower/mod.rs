@@ -138,7 +138,7 @@ impl<'g> Lowering<'g> {
 
     /// Where IR tensor `t` lives; allocates a dense NHWC arena buffer for it on first use.
     pub fn place(&mut self, t: TensorId) -> TensorPlace {
-        if let Some(p) = self.places[t] {
+        if let Some(p) = self.places[t.index()] {
             return p;
         }
         let tensor = &self.graph.tensors[t];
@@ -180,7 +180,7 @@ impl<'g> Lowering<'g> {
         } else {
             1
         };
-        let place = if self.bricks.get(t).copied().unwrap_or(false) {
+        let place = if self.bricks.get(t.index()).copied().unwrap_or(false) {
             // Channels padded to whole 16-deep bricks.
             let c16 = c.div_ceil(16) * 16;
             let h = tensor.elements() / (w * c).max(1);
@@ -199,14 +199,14 @@ impl<'g> Lowering<'g> {
                 strides: [w * c * e, c * e, e],
             }
         };
-        self.places[t] = Some(place);
+        self.places[t.index()] = Some(place);
         place
     }
 
     /// Makes `t` live at `place` (a view or slice of another tensor's buffer). Fails if `t`
     /// already has a place.
     pub fn set_place(&mut self, op: &Op, t: TensorId, place: TensorPlace) -> Result<()> {
-        if self.places[t].is_some() {
+        if self.places[t.index()].is_some() {
             return Err(Self::invalid(
                 op,
                 format!(
@@ -215,13 +215,13 @@ impl<'g> Lowering<'g> {
                 ),
             ));
         }
-        self.places[t] = Some(place);
+        self.places[t.index()] = Some(place);
         Ok(())
     }
 
     /// True if `t` has been placed already.
     pub fn is_placed(&self, t: TensorId) -> bool {
-        self.places[t].is_some()
+        self.places[t.index()].is_some()
     }
 
     /// The feature map of IR tensor `t` as `[H, W, C]` (see [`Lowering::hwc`]), with its zero point.
@@ -319,7 +319,7 @@ pub fn lower_partition(
         .filter(|(_, npu)| !**npu)
     {
         for &t in op.inputs.iter().chain(&op.outputs) {
-            if graph.tensors.get(t).is_some_and(|x| !x.is_const()) {
+            if graph.tensors.get(t.index()).is_some_and(|x| !x.is_const()) {
                 cx.place(t);
             }
         }
@@ -354,7 +354,7 @@ pub fn brick_tensors(graph: &Graph, on_npu: &[bool]) -> Vec<bool> {
         .chain(&graph.outputs)
         .chain(&graph.variables)
     {
-        if let Some(v) = ok.get_mut(t) {
+        if let Some(v) = ok.get_mut(t.index()) {
             *v = false;
         }
     }
@@ -375,7 +375,7 @@ pub fn brick_tensors(graph: &Graph, on_npu: &[bool]) -> Vec<bool> {
             };
         if !fits {
             for &t in op.inputs.iter().chain(&op.outputs) {
-                if let Some(v) = ok.get_mut(t) {
+                if let Some(v) = ok.get_mut(t.index()) {
                     *v = false;
                 }
             }

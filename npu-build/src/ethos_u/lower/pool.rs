@@ -577,8 +577,8 @@ pub(super) fn lookup(name: &str, mut ifm: FeatureMap, mut ofm: FeatureMap, lut: 
 pub(super) fn copy_op(name: &str, ifm: FeatureMap, ofm: FeatureMap) -> Result<NpuOp> {
     let (mut ifm, mut ofm) = (ifm, ofm);
     if ifm.shape != ofm.shape || ifm.dtype != ofm.dtype {
-        return Err(crate::error::Error::Other(format!(
-            "{name}: internal: copy of {:?} {:?} into {:?} {:?}",
+        return Err(crate::error::Error::Internal(format!(
+            "{name}: copy of {:?} {:?} into {:?} {:?}",
             ifm.shape, ifm.dtype, ofm.shape, ofm.dtype
         )));
     }
@@ -600,9 +600,7 @@ pub(super) fn copy_op(name: &str, ifm: FeatureMap, ofm: FeatureMap) -> Result<Np
 }
 
 fn not_nhwc(name: &str) -> crate::error::Error {
-    crate::error::Error::Other(format!(
-        "{name}: internal: 32-bit copies need NHWC feature maps"
-    ))
+    crate::error::Error::Internal(format!("{name}: 32-bit copies need NHWC feature maps"))
 }
 
 /// A 32-bit NHWC feature map seen as 16-bit elements with twice the depth (the pooling unit
@@ -627,8 +625,8 @@ pub(super) fn slice(fm: &FeatureMap, origin: [usize; 3], shape: [usize; 3]) -> R
     // In the brick layout a box must start on a brick boundary in depth.
     let depth_ok = fm.layout == Layout::Nhwc || origin[2].is_multiple_of(16);
     if !fits || !depth_ok {
-        return Err(crate::error::Error::Other(format!(
-            "internal: slice {origin:?}+{shape:?} of a {:?} {:?} feature map",
+        return Err(crate::error::Error::Internal(format!(
+            "slice {origin:?}+{shape:?} of a {:?} {:?} feature map",
             fm.shape, fm.layout
         )));
     }
@@ -951,7 +949,7 @@ mod tests {
 
     #[test]
     fn views_and_slices() {
-        let f = FeatureMap::nhwc(3, [4, 5, 6], ElemType::I8, 0);
+        let f = FeatureMap::nhwc(BufferId(3), [4, 5, 6], ElemType::I8, 0);
         let s = slice(&f, [1, 2, 3], [2, 2, 3]).unwrap();
         assert_eq!(s.offset, 30 + 12 + 3);
         assert_eq!(s.strides, f.strides);
@@ -960,7 +958,7 @@ mod tests {
         let v = view(&f, [1, 20, 6]).unwrap();
         assert_eq!(v.strides, [120, 6, 1]);
         assert!(slice(&f, [3, 0, 0], [2, 5, 6]).is_err());
-        let w = FeatureMap::nhwc(0, [2, 3, 4], ElemType::I32, 0);
+        let w = FeatureMap::nhwc(BufferId(0), [2, 3, 4], ElemType::I32, 0);
         let p = as_i16_pairs(&w).unwrap();
         assert_eq!(p.shape, [2, 3, 8]);
         assert_eq!(p.strides, [48, 16, 2]);

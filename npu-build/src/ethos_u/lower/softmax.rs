@@ -714,7 +714,7 @@ mod tests {
 
     #[test]
     fn views() {
-        let f = FeatureMap::nhwc(3, [2, 3, 4], ElemType::I8, 5);
+        let f = FeatureMap::nhwc(BufferId(3), [2, 3, 4], ElemType::I8, 5);
         let r = reshape(&f, [6, 4, 1]).unwrap();
         assert_eq!(r.strides, [4, 1, 1]);
         assert_eq!(r.zero_point, 5);
@@ -726,6 +726,11 @@ mod tests {
         };
         assert!(!is_dense(&slice));
         assert!(reshape(&slice, [6, 4, 1]).is_none());
-        assert!(is_dense(&FeatureMap::nhwc(0, [1, 1, 7], ElemType::I32, 0)));
+        assert!(is_dense(&FeatureMap::nhwc(
+            BufferId(0),
+            [1, 1, 7],
+            ElemType::I32,
+            0
+        )));
     }
 }

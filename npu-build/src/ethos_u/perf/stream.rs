@@ -219,7 +219,10 @@ pub enum Event {
 }
 
 fn bad(offset: usize, what: &str) -> Error {
-    Error::Other(format!("command stream offset {offset:#x}: {what}"))
+    Error::CommandStream {
+        offset,
+        detail: what.to_string(),
+    }
 }
 
 /// The events of `stream` (a raw command stream or a COP1 driver payload).
@@ -227,7 +230,7 @@ pub fn decode(stream: &[u8]) -> Result<Vec<Event>> {
     let mut state = RegisterState::default();
     let mut events = Vec::new();
     if cop::is_cop1(stream) {
-        let cop = Cop1::parse(stream).map_err(|e| Error::Other(e.to_string()))?;
+        let cop = Cop1::parse(stream).map_err(|e| Error::Artifact(e.to_string()))?;
         for (base, bytes) in cop.command_streams() {
             if walk(bytes, base, &mut state, &mut events)? {
                 break;

@@ -314,8 +314,8 @@ impl Builder {
             return Ok(a.clone());
         }
         if !layout::is_perm(want, a.perm.len()) {
-            return Err(Error::Other(format!(
-                "internal: layout {want:?} does not fit a rank-{} tensor",
+            return Err(Error::Internal(format!(
+                "layout {want:?} does not fit a rank-{} tensor",
                 a.perm.len()
             )));
         }
@@ -339,9 +339,8 @@ impl Builder {
             return Ok(done);
         }
         let src = self.g.tensors[id].clone();
-        let shape = layout::permute(&src.shape, t).ok_or_else(|| {
-            Error::Other(format!("internal: bad transpose {t:?} of '{}'", src.name))
-        })?;
+        let shape = layout::permute(&src.shape, t)
+            .ok_or_else(|| Error::Internal(format!("bad transpose {t:?} of '{}'", src.name)))?;
         let suffix = match t {
             [0, 2, 3, 1] => "nhwc",
             [0, 3, 1, 2] => "nchw",

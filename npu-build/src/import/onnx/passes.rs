@@ -218,14 +218,14 @@ fn merge_reshape_chains(b: &mut Builder) {
 fn prune(b: &mut Builder) {
     let mut used = vec![false; b.g.tensors.len()];
     for &o in &b.g.outputs {
-        used[o] = true;
+        used[o.index()] = true;
     }
     let mut live = vec![false; b.g.ops.len()];
     for k in (0..b.g.ops.len()).rev() {
-        if b.g.ops[k].outputs.iter().any(|&o| used[o]) {
+        if b.g.ops[k].outputs.iter().any(|&o| used[o.index()]) {
             live[k] = true;
             for &i in &b.g.ops[k].inputs {
-                used[i] = true;
+                used[i.index()] = true;
             }
         }
     }
@@ -237,7 +237,7 @@ fn prune(b: &mut Builder) {
 fn resolve_quantization(b: &mut Builder) {
     for id in 0..b.g.tensors.len() {
         if b.g.tensors[id].quant.is_none() && is_quantized_type(b.g.tensors[id].dtype) {
-            b.g.tensors[id].quant = b.classes.get(id);
+            b.g.tensors[id].quant = b.classes.get(TensorId(id));
         }
     }
 }
@@ -247,18 +247,18 @@ fn compact(b: &mut Builder) {
     let n = b.g.tensors.len();
     let mut keep = vec![false; n];
     for &i in b.g.inputs.iter().chain(&b.g.outputs) {
-        keep[i] = true;
+        keep[i.index()] = true;
     }
     for op in &b.g.ops {
         for &i in op.inputs.iter().chain(&op.outputs) {
-            keep[i] = true;
+            keep[i.index()] = true;
         }
     }
-    let mut new_id = vec![usize::MAX; n];
+    let mut new_id = vec![TensorId(usize::MAX); n];
     let mut next = 0;
     for i in 0..n {
         if keep[i] {
-            new_id[i] = next;
+            new_id[i] = TensorId(next);
             next += 1;
         }
     }
@@ -270,11 +270,11 @@ fn compact(b: &mut Builder) {
         .map(|(_, t)| t)
         .collect();
     for id in b.g.inputs.iter_mut().chain(b.g.outputs.iter_mut()) {
-        *id = new_id[*id];
+        *id = new_id[id.index()];
     }
     for op in &mut b.g.ops {
         for id in op.inputs.iter_mut().chain(op.outputs.iter_mut()) {
-            *id = new_id[*id];
+            *id = new_id[id.index()];
         }
     }
 }

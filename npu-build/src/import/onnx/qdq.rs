@@ -68,7 +68,7 @@ pub(crate) struct QuantClasses {
 
 impl QuantClasses {
     fn ensure(&mut self, id: TensorId) {
-        while self.parent.len() <= id {
+        while self.parent.len() <= id.index() {
             self.parent.push(self.parent.len());
             self.quant.push(None);
         }
@@ -76,7 +76,7 @@ impl QuantClasses {
 
     fn find(&mut self, id: TensorId) -> usize {
         self.ensure(id);
-        let mut x = id;
+        let mut x = id.index();
         while self.parent[x] != x {
             self.parent[x] = self.parent[self.parent[x]];
             x = self.parent[x];

@@ -8,7 +8,7 @@
 //! padded values are the zero point in both (SpaceToBatch pads with it, the convolution's
 //! padding contributes `(zp - zp) * w = 0`), so the result is bit-exact.
 
-use crate::ir::{ConvAttrs, Graph, OpKind, Padding};
+use crate::ir::{ConvAttrs, Graph, OpKind, Padding, TensorId};
 
 /// The folded attributes, when `conv` (VALID, stride 1, no dilation) between SpaceToBatch
 /// `(block, pads)` and BatchToSpace `(block2, crops)` is one dilated convolution.
@@ -72,7 +72,7 @@ pub(crate) fn fold_dilated_convs(g: &mut Graph) {
         else {
             continue;
         };
-        let private = |t: usize| g.consumers(t).len() == 1 && !g.outputs.contains(&t);
+        let private = |t: TensorId| g.consumers(t).len() == 1 && !g.outputs.contains(&t);
         if !private(x_b) || !private(y_b) {
             continue;
         }

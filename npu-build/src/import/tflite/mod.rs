@@ -297,33 +297,33 @@ impl<'a> Importer<'a> {
         let g = &mut self.graph;
         let mut used = vec![false; g.tensors.len()];
         for &id in g.inputs.iter().chain(&g.outputs) {
-            used[id] = true;
+            used[id.index()] = true;
         }
         for op in &g.ops {
             for &id in op.inputs.iter().chain(&op.outputs) {
-                used[id] = true;
+                used[id.index()] = true;
             }
         }
-        let mut remap = vec![usize::MAX; g.tensors.len()];
+        let mut remap = vec![TensorId(usize::MAX); g.tensors.len()];
         let mut kept = Vec::with_capacity(g.tensors.len());
         for (i, t) in std::mem::take(&mut g.tensors).into_iter().enumerate() {
             if used[i] {
-                remap[i] = kept.len();
+                remap[i] = TensorId(kept.len());
                 kept.push(t);
             }
         }
         g.tensors = kept;
         for id in g.inputs.iter_mut().chain(g.outputs.iter_mut()) {
-            *id = remap[*id];
+            *id = remap[id.index()];
         }
         for op in &mut g.ops {
             for id in op.inputs.iter_mut().chain(op.outputs.iter_mut()) {
-                *id = remap[*id];
+                *id = remap[id.index()];
             }
         }
-        g.variables.retain(|&id| used[id]);
+        g.variables.retain(|&id| used[id.index()]);
         for id in &mut g.variables {
-            *id = remap[*id];
+            *id = remap[id.index()];
         }
     }
 

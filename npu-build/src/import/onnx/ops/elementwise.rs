@@ -11,7 +11,7 @@ use super::super::model::Node;
 use super::super::qdq;
 use super::weights::const_layout;
 use crate::error::Result;
-use crate::ir::{Activation, DType, OpKind};
+use crate::ir::{Activation, DType, OpKind, TensorId};
 
 /// Numpy broadcast of two shapes: the reference interpreter's, one home.
 pub(crate) use crate::reference::util::broadcast_shape as broadcast;
@@ -89,7 +89,7 @@ impl Builder {
     /// PRelu's constant alpha keeps its own rank (TFLite's PRELU takes alpha as the model gives
     /// it, `[1, 1, C]` for Keras): the leading 1s `with_constant` added are dropped again when
     /// the layout leaves them in front.
-    fn unpad_alpha(&mut self, id: usize, rank: usize, perm: &[usize]) {
+    fn unpad_alpha(&mut self, id: TensorId, rank: usize, perm: &[usize]) {
         let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
         let shape = &mut self.g.tensors[id].shape;
         if identity && rank < shape.len() && shape[..shape.len() - rank].iter().all(|&d| d == 1) {
@@ -218,7 +218,13 @@ impl Builder {
         Ok(true)
     }
 
-    fn with_constant(&mut self, n: &Node, i: usize, x: &Act, c: &QConst) -> Result<(Act, usize)> {
+    fn with_constant(
+        &mut self,
+        n: &Node,
+        i: usize,
+        x: &Act,
+        c: &QConst,
+    ) -> Result<(Act, TensorId)> {
         if c.q.channels() > 1 {
             return Err(n.err(format!(
                 "constant operand '{}' is quantized per channel; only per-tensor is supported here",

@@ -21,7 +21,7 @@ use super::builder::{Builder, Pending, Val};
 use super::fold;
 use super::model::Node;
 use crate::error::{Error, Result};
-use crate::ir::OpKind;
+use crate::ir::{OpKind, TensorId};
 
 /// The supported operator list for error messages.
 pub(crate) fn supported_list() -> String {
@@ -159,7 +159,7 @@ impl Builder {
         &self,
         n: &Node,
         kind: OpKind,
-        inputs: Vec<usize>,
+        inputs: Vec<TensorId>,
         shape: Vec<usize>,
         perm: Vec<usize>,
     ) -> Pending {

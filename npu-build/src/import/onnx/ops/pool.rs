@@ -8,7 +8,7 @@ use super::super::model::Node;
 use super::conv::window;
 use super::to_positive;
 use crate::error::Result;
-use crate::ir::{Activation, OpKind, Padding, PoolAttrs};
+use crate::ir::{Activation, OpKind, Padding, PoolAttrs, TensorId};
 
 impl Builder {
     /// `AveragePool` / `MaxPool` over (H, W) of an NCHW input.
@@ -199,10 +199,10 @@ impl Builder {
         &mut self,
         n: &Node,
         kind: OpKind,
-        inputs: Vec<usize>,
+        inputs: Vec<TensorId>,
         shape: Vec<usize>,
         perm: Vec<usize>,
-        src: usize,
+        src: TensorId,
     ) -> Result<()> {
         let dtype = self.tensor(src).dtype;
         let out_name = n.output()?.to_string();

@@ -254,7 +254,7 @@ impl Builder {
         }
         let mut q = self
             .quant_of(id)
-            .ok_or_else(|| Error::Other(format!("internal: '{}' has no quantization", t.name)))?;
+            .ok_or_else(|| Error::Internal(format!("'{}' has no quantization", t.name)))?;
         q.zero_point.iter_mut().for_each(|z| *z -= 128);
         let out = self.add_tensor(
             &format!("{}_int8", t.name),
