@@ -302,31 +302,147 @@ fn mixed_steps(
     (quote!(#(#statics)*), quote!(#(#body)*))
 }
 
-/// Generated module of `api`.
-///
-/// `weights_section` places the statics the NPU reads (weights and command streams) in a linker
-/// section (`#[unsafe(link_section)]`); `None` leaves them in `.rodata`.
-pub fn generate(
-    api: &ModelApi,
-    files: &ArtifactFiles<'_>,
-    weights_section: Option<&str>,
-) -> TokenStream {
-    let module = Ident::new(&api.module, Span::call_site());
-    let arena_size = Literal::usize_unsuffixed(api.arena_size.max(16));
-    let cmd_len = Literal::usize_unsuffixed(api.command_stream_len);
-    let weights_len = Literal::usize_unsuffixed(api.weights_len);
-    let cmd_path = files.command_stream.to_string_lossy().into_owned();
-    let weights_path = files.weights.to_string_lossy().into_owned();
-    let target = &api.target;
-    let fast = Literal::usize_unsuffixed(api.fast_scratch_size);
-    let est_cycles = Literal::u64_unsuffixed(api.npu_cycles_estimate);
-    let npu_ops = Literal::usize_unsuffixed(api.npu_ops);
-    let cpu_ops = Literal::usize_unsuffixed(api.cpu_ops);
-    let clock_hz = Literal::u64_unsuffixed(api.npu_clock_hz);
-    let system_config = &api.system_config;
-    let memory_mode = &api.memory_mode;
+/// The generated `Input` or `Output` struct's pieces: one entry per tensor in each list.
+#[derive(Default)]
+struct IoItems {
+    /// Struct fields.
+    fields: Vec<TokenStream>,
+    /// A module per tensor with its shape and quantization constants.
+    mods: Vec<TokenStream>,
+    /// Field initializers of `zeroed()`.
+    zeros: Vec<TokenStream>,
+    /// Copies between the struct and the arena inside `run_into`.
+    copies: Vec<TokenStream>,
+    /// Methods: flat views, quantize/dequantize helpers.
+    helpers: Vec<TokenStream>,
+}
 
-    let track = files.model.map(|m| {
+impl IoItems {
+    fn of(list: &[IoApi], is_input: bool) -> IoItems {
+        let mut items = IoItems::default();
+        for t in list {
+            items.push(t, is_input);
+        }
+        items
+    }
+
+    fn push(&mut self, t: &IoApi, is_input: bool) {
+        let id = Ident::new(&t.ident, Span::call_site());
+        let elem = Ident::new(&t.dtype, Span::call_site());
+        let rank = t.shape.len().max(1);
+        let count: usize = t.shape.iter().product();
+        let off = Literal::usize_unsuffixed(t.offset);
+        let elem_size: usize = match t.dtype.as_str() {
+            "i8" | "u8" => 1,
+            "i16" => 2,
+            _ => 4,
+        };
+        let bytes = Literal::usize_unsuffixed(count * elem_size);
+        let doc = format!(
+            "Model tensor `{}`: shape {:?}, {} (scale {}, zero point {}).",
+            t.name, t.shape, t.dtype, t.scale, t.zero_point
+        );
+        // A scalar is held as a one-element array.
+        let zero = t.shape.is_empty();
+        let ty = if zero {
+            quote!([#elem; 1])
+        } else {
+            nested_array(&elem, &t.shape)
+        };
+        self.fields.push(quote! {
+            #[doc = #doc]
+            pub #id: #ty,
+        });
+        let z = zero_value(&elem, if zero { &[1][..] } else { &t.shape[..] });
+        self.zeros.push(quote!(#id: #z,));
+        self.mods.push(tensor_module(t, &id, &doc));
+        let get_flat = format_ident!("{}_flat", t.ident);
+        let get_flat_mut = format_ident!("{}_flat_mut", t.ident);
+        let doc_flat = format!(
+            "`{}` as a flat row-major slice of {count} elements.",
+            t.ident
+        );
+        let flat_ref = flatten(quote!(self.#id), rank);
+        let flat_mut = flatten_mut(quote!(self.#id), rank);
+        self.helpers.push(quote! {
+            #[doc = #doc_flat]
+            pub fn #get_flat(&self) -> &[#elem] {
+                #flat_ref
+            }
+            #[doc = #doc_flat]
+            pub fn #get_flat_mut(&mut self) -> &mut [#elem] {
+                #flat_mut
+            }
+        });
+        let float = t.dtype == "f32";
+        if is_input {
+            let src = flatten(quote!(input.#id), rank);
+            self.copies.push(quote! {
+                npu_rt::io::write(&mut arena[#off..#off + #bytes], #src);
+            });
+            if !float {
+                let set = format_ident!("set_{}_f32", t.ident);
+                let doc = format!(
+                    "Fills `{}` by quantizing real values (row-major, {count} elements).",
+                    t.ident
+                );
+                self.helpers.push(quote! {
+                    #[doc = #doc]
+                    pub fn #set(&mut self, values: &[f32]) {
+                        npu_rt::io::quantize(#flat_mut, values, #id::SCALE, #id::ZERO_POINT);
+                    }
+                });
+            }
+        } else {
+            let dst = flatten_mut(quote!(output.#id), rank);
+            self.copies.push(quote! {
+                npu_rt::io::read(#dst, &arena[#off..#off + #bytes]);
+            });
+            if !float {
+                let get = format_ident!("{}_f32", t.ident);
+                let doc = format!(
+                    "Dequantizes `{}` into `out` (row-major, {count} elements).",
+                    t.ident
+                );
+                self.helpers.push(quote! {
+                    #[doc = #doc]
+                    pub fn #get(&self, out: &mut [f32]) {
+                        npu_rt::io::dequantize(out, #flat_ref, #id::SCALE, #id::ZERO_POINT);
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// `pub mod <tensor>` with the tensor's shape, element count, quantization and arena offset.
+fn tensor_module(t: &IoApi, id: &Ident, doc: &str) -> TokenStream {
+    let shape_lits = t.shape.iter().map(|&d| Literal::usize_unsuffixed(d));
+    let rank_lit = Literal::usize_unsuffixed(t.shape.len());
+    let count_lit = Literal::usize_unsuffixed(t.shape.iter().product());
+    let scale = Literal::f32_suffixed(t.scale);
+    let zp = Literal::i32_suffixed(t.zero_point);
+    let off = Literal::usize_unsuffixed(t.offset);
+    quote! {
+        #[doc = #doc]
+        pub mod #id {
+            /// Shape of the tensor.
+            pub const SHAPE: [usize; #rank_lit] = [#(#shape_lits),*];
+            /// Number of elements.
+            pub const ELEMENTS: usize = #count_lit;
+            /// Quantization scale: `real = SCALE * (q - ZERO_POINT)`.
+            pub const SCALE: f32 = #scale;
+            /// Quantization zero point.
+            pub const ZERO_POINT: i32 = #zp;
+            /// Byte offset of the tensor in the arena.
+            pub const ARENA_OFFSET: usize = #off;
+        }
+    }
+}
+
+/// `include_bytes!` of the model and its side files, so that editing them recompiles the crate.
+fn track_model_files(files: &ArtifactFiles<'_>) -> TokenStream {
+    let model = files.model.map(|m| {
         let m = m.to_string_lossy().into_owned();
         quote! {
             // Makes rustc track the model file: editing it recompiles this crate.
@@ -340,138 +456,17 @@ pub fn generate(
             const _: &[u8] = include_bytes!(#f);
         }
     });
-    let track = quote!(#track #(#side)*);
-    let section = weights_section.map(|s| quote!(#[unsafe(link_section = #s)]));
+    quote!(#model #(#side)*)
+}
 
-    let io_items = |list: &[IoApi], is_input: bool| {
-        let mut fields = Vec::new();
-        let mut mods = Vec::new();
-        let mut zeros = Vec::new();
-        let mut copies = Vec::new();
-        let mut helpers = Vec::new();
-        for t in list {
-            let id = Ident::new(&t.ident, Span::call_site());
-            let elem = Ident::new(&t.dtype, Span::call_site());
-            let ty = nested_array(&elem, &t.shape);
-            let rank = t.shape.len().max(1);
-            let shape_lits = t.shape.iter().map(|&d| Literal::usize_unsuffixed(d));
-            let rank_lit = Literal::usize_unsuffixed(t.shape.len());
-            let count: usize = t.shape.iter().product();
-            let count_lit = Literal::usize_unsuffixed(count);
-            let scale = Literal::f32_suffixed(t.scale);
-            let zp = Literal::i32_suffixed(t.zero_point);
-            let off = Literal::usize_unsuffixed(t.offset);
-            let elem_size: usize = match t.dtype.as_str() {
-                "i8" | "u8" => 1,
-                "i16" => 2,
-                _ => 4,
-            };
-            let bytes = Literal::usize_unsuffixed(count * elem_size);
-            let name = &t.name;
-            let shape_doc = format!("{:?}", t.shape);
-            let doc = format!(
-                "Model tensor `{name}`: shape {shape_doc}, {} (scale {}, zero point {}).",
-                t.dtype, t.scale, t.zero_point
-            );
-            let zero = t.shape.is_empty();
-            let ty = if zero { quote!([#elem; 1]) } else { ty };
-            fields.push(quote! {
-                #[doc = #doc]
-                pub #id: #ty,
-            });
-            zeros.push({
-                let z = if zero {
-                    zero_value(&elem, &[1])
-                } else {
-                    zero_value(&elem, &t.shape)
-                };
-                quote!(#id: #z,)
-            });
-            mods.push(quote! {
-                #[doc = #doc]
-                pub mod #id {
-                    /// Shape of the tensor.
-                    pub const SHAPE: [usize; #rank_lit] = [#(#shape_lits),*];
-                    /// Number of elements.
-                    pub const ELEMENTS: usize = #count_lit;
-                    /// Quantization scale: `real = SCALE * (q - ZERO_POINT)`.
-                    pub const SCALE: f32 = #scale;
-                    /// Quantization zero point.
-                    pub const ZERO_POINT: i32 = #zp;
-                    /// Byte offset of the tensor in the arena.
-                    pub const ARENA_OFFSET: usize = #off;
-                }
-            });
-            let float = t.dtype == "f32";
-            let flat_ref = flatten(quote!(self.#id), rank);
-            let flat_mut = flatten_mut(quote!(self.#id), rank);
-            let get_flat = format_ident!("{}_flat", t.ident);
-            let get_flat_mut = format_ident!("{}_flat_mut", t.ident);
-            let doc_flat = format!(
-                "`{}` as a flat row-major slice of {count} elements.",
-                t.ident
-            );
-            helpers.push(quote! {
-                #[doc = #doc_flat]
-                pub fn #get_flat(&self) -> &[#elem] {
-                    #flat_ref
-                }
-                #[doc = #doc_flat]
-                pub fn #get_flat_mut(&mut self) -> &mut [#elem] {
-                    #flat_mut
-                }
-            });
-            if is_input {
-                let flat = flatten_mut(quote!(self.#id), rank);
-                let set = format_ident!("set_{}_f32", t.ident);
-                let src = flatten(quote!(input.#id), rank);
-                copies.push(quote! {
-                    npu_rt::io::write(&mut arena[#off..#off + #bytes], #src);
-                });
-                if !float {
-                    let doc = format!(
-                        "Fills `{}` by quantizing real values (row-major, {count} elements).",
-                        t.ident
-                    );
-                    helpers.push(quote! {
-                        #[doc = #doc]
-                        pub fn #set(&mut self, values: &[f32]) {
-                            npu_rt::io::quantize(#flat, values, #id::SCALE, #id::ZERO_POINT);
-                        }
-                    });
-                }
-            } else {
-                let flat = flatten(quote!(self.#id), rank);
-                let get = format_ident!("{}_f32", t.ident);
-                let dst = flatten_mut(quote!(output.#id), rank);
-                copies.push(quote! {
-                    npu_rt::io::read(#dst, &arena[#off..#off + #bytes]);
-                });
-                if !float {
-                    let doc = format!(
-                        "Dequantizes `{}` into `out` (row-major, {count} elements).",
-                        t.ident
-                    );
-                    helpers.push(quote! {
-                        #[doc = #doc]
-                        pub fn #get(&self, out: &mut [f32]) {
-                            npu_rt::io::dequantize(out, #flat, #id::SCALE, #id::ZERO_POINT);
-                        }
-                    });
-                }
-            }
-        }
-        (fields, mods, zeros, copies, helpers)
-    };
-    let (in_fields, in_mods, in_zeros, in_copies, in_helpers) = io_items(&api.inputs, true);
-    let (out_fields, out_mods, out_zeros, out_copies, out_helpers) = io_items(&api.outputs, false);
-
+/// The module's doc line: source, target, operator counts and memory.
+fn module_doc(api: &ModelApi) -> String {
     let ops: Vec<String> = api
         .op_counts
         .iter()
         .map(|(op, n)| format!("{n} {op}"))
         .collect();
-    let module_doc = format!(
+    format!(
         "Model `{}` compiled for {} ({}, {}): {}. {} NPU operations, {} CPU operations; arena (SRAM) {} bytes, flash {} bytes.",
         api.source,
         api.target,
@@ -482,66 +477,83 @@ pub fn generate(
         api.cpu_ops,
         api.arena_size,
         api.flash_bytes,
-    );
+    )
+}
 
-    let (stream_statics, steps_body) = match files.command_stream.parent() {
-        Some(dir) if !api.steps.is_empty() => mixed_steps(&api.steps, dir, section.as_ref()),
-        _ => (
-            quote! {
-                /// The COP1 command stream payload.
-                #section
-                pub static COMMAND_STREAM: npu_rt::Aligned16<[u8; #cmd_len]> =
-                    npu_rt::Aligned16(*include_bytes!(#cmd_path));
-            },
-            quote! {
-                npu.run(npu_rt::Job {
-                    command_stream: &COMMAND_STREAM.0,
-                    weights: &WEIGHTS.0,
-                    arena: &mut *arena,
-                    fast_scratch: &mut *fast,
-                    arena_needed: ARENA_SIZE,
-                    fast_scratch_needed: FAST_SCRATCH_SIZE,
-                })?;
-            },
-        ),
+/// The command stream statics and the body of `run_into` that runs them: one COP1 payload, or
+/// (with CPU operators) one per NPU step with the CPU steps between.
+fn stream_items(
+    api: &ModelApi,
+    files: &ArtifactFiles<'_>,
+    section: Option<&TokenStream>,
+) -> (TokenStream, TokenStream) {
+    if let Some(dir) = files.command_stream.parent()
+        && !api.steps.is_empty()
+    {
+        return mixed_steps(&api.steps, dir, section);
+    }
+    let cmd_len = Literal::usize_unsuffixed(api.command_stream_len);
+    let cmd_path = files.command_stream.to_string_lossy().into_owned();
+    (
+        quote! {
+            /// The COP1 command stream payload.
+            #section
+            pub static COMMAND_STREAM: npu_rt::Aligned16<[u8; #cmd_len]> =
+                npu_rt::Aligned16(*include_bytes!(#cmd_path));
+        },
+        quote! {
+            npu.run(npu_rt::Job {
+                command_stream: &COMMAND_STREAM.0,
+                weights: &WEIGHTS.0,
+                arena: &mut *arena,
+                fast_scratch: &mut *fast,
+                arena_needed: ARENA_SIZE,
+                fast_scratch_needed: FAST_SCRATCH_SIZE,
+            })?;
+        },
+    )
+}
+
+/// Variable tensors (LSTM states): the statement that sets them on an arena's first run, and
+/// `reset_state`. Empty for models without state.
+fn state_items(api: &ModelApi) -> (TokenStream, TokenStream) {
+    let Some(st) = &api.state else {
+        return (quote! {}, quote! {});
     };
+    let flag = Literal::usize_unsuffixed(st.flag);
+    let fills = st.fills.iter().map(|&(off, len, byte)| {
+        let (off, end) = (
+            Literal::usize_unsuffixed(off),
+            Literal::usize_unsuffixed(off + len),
+        );
+        let byte = Literal::u8_unsuffixed(byte);
+        quote! { arena[#off..#end].fill(#byte); }
+    });
+    (
+        quote! {
+            if arena[#flag] == 0 {
+                #(#fills)*
+                arena[#flag] = 1;
+            }
+        },
+        quote! {
+            /// Makes the next [`run`] start from the model's initial state: its variable
+            /// tensors (LSTM hidden and cell states) otherwise carry over from one run to
+            /// the next, as in TFLite, starting at zero (real value) on an arena's first
+            /// run.
+            pub fn reset_state(arena: &mut Arena) {
+                arena.0[#flag] = 0;
+            }
+        },
+    )
+}
 
-    // Variable tensors (LSTM states): set on an arena's first run, kept after it.
-    let (state_init, state_fns) = match &api.state {
-        None => (quote! {}, quote! {}),
-        Some(st) => {
-            let flag = Literal::usize_unsuffixed(st.flag);
-            let fills = st.fills.iter().map(|&(off, len, byte)| {
-                let (off, end) = (
-                    Literal::usize_unsuffixed(off),
-                    Literal::usize_unsuffixed(off + len),
-                );
-                let byte = Literal::u8_unsuffixed(byte);
-                quote! { arena[#off..#end].fill(#byte); }
-            });
-            (
-                quote! {
-                    if arena[#flag] == 0 {
-                        #(#fills)*
-                        arena[#flag] = 1;
-                    }
-                },
-                quote! {
-                    /// Makes the next [`run`] start from the model's initial state: its variable
-                    /// tensors (LSTM hidden and cell states) otherwise carry over from one run to
-                    /// the next, as in TFLite, starting at zero (real value) on an arena's first
-                    /// run.
-                    pub fn reset_state(arena: &mut Arena) {
-                        arena.0[#flag] = 0;
-                    }
-                },
-            )
-        }
-    };
-
+/// `run`, `run_into` (and `FastScratch` for a model that uses one), around `body`: the
+/// statements between taking the arena and returning.
+fn run_fns(uses_fast_scratch: bool, body: TokenStream) -> TokenStream {
     // A model with a fast scratch (region 2: the SRAM when the arena is in DRAM) takes it as a
     // parameter of its own, so the caller places it in the NPU's SRAM.
-    let run_fns = if api.fast_scratch_size > 0 {
+    if uses_fast_scratch {
         quote! {
             /// The fast scratch (region 2): intermediate feature maps the compiler placed in
             /// the NPU's SRAM (the arena is in DRAM in this memory mode). Place it in a `static`
@@ -587,14 +599,9 @@ pub fn generate(
                 let arena = &mut arena.0[..];
                 let fast = &mut fast.0[..];
                 let _ = &fast;
-                #state_init
-                #(#in_copies)*
-                #steps_body
-                #(#out_copies)*
+                #body
                 Ok(())
             }
-
-            #state_fns
         }
     } else {
         quote! {
@@ -620,17 +627,110 @@ pub fn generate(
                 let arena = &mut arena.0[..];
                 let fast: &mut [u8] = &mut [];
                 let _ = &fast;
-                #state_init
-                #(#in_copies)*
-                #steps_body
-                #(#out_copies)*
+                #body
                 Ok(())
             }
-
-            #state_fns
         }
-    };
+    }
+}
 
+/// The `Input` and `Output` structs with their methods, and a module per tensor.
+fn io_structs(inputs: &IoItems, outputs: &IoItems) -> TokenStream {
+    let (in_fields, in_zeros, in_helpers, in_mods) =
+        (&inputs.fields, &inputs.zeros, &inputs.helpers, &inputs.mods);
+    let (out_fields, out_zeros, out_helpers, out_mods) = (
+        &outputs.fields,
+        &outputs.zeros,
+        &outputs.helpers,
+        &outputs.mods,
+    );
+    quote! {
+                /// The model's inputs, one field per input tensor, in model order.
+                #[derive(Clone, Debug, PartialEq)]
+                pub struct Input {
+                    #(#in_fields)*
+                }
+
+                impl Input {
+                    /// All elements zero.
+                    pub const fn zeroed() -> Self {
+                        Input { #(#in_zeros)* }
+                    }
+                    #(#in_helpers)*
+                }
+
+                impl Default for Input {
+                    fn default() -> Self {
+                        Self::zeroed()
+                    }
+                }
+
+                /// The model's outputs, one field per output tensor, in model order.
+                #[derive(Clone, Debug, PartialEq)]
+                pub struct Output {
+                    #(#out_fields)*
+                }
+
+                impl Output {
+                    /// All elements zero.
+                    pub const fn zeroed() -> Self {
+                        Output { #(#out_zeros)* }
+                    }
+                    #(#out_helpers)*
+                }
+
+                impl Default for Output {
+                    fn default() -> Self {
+                        Self::zeroed()
+                    }
+                }
+
+                #(#in_mods)*
+                #(#out_mods)*
+
+    }
+}
+
+/// Generated module of `api`.
+///
+/// `weights_section` places the statics the NPU reads (weights and command streams) in a linker
+/// section (`#[unsafe(link_section)]`); `None` leaves them in `.rodata`.
+pub fn generate(
+    api: &ModelApi,
+    files: &ArtifactFiles<'_>,
+    weights_section: Option<&str>,
+) -> TokenStream {
+    let module = Ident::new(&api.module, Span::call_site());
+    let arena_size = Literal::usize_unsuffixed(api.arena_size.max(16));
+    let weights_len = Literal::usize_unsuffixed(api.weights_len);
+    let weights_path = files.weights.to_string_lossy().into_owned();
+    let target = &api.target;
+    let fast = Literal::usize_unsuffixed(api.fast_scratch_size);
+    let est_cycles = Literal::u64_unsuffixed(api.npu_cycles_estimate);
+    let npu_ops = Literal::usize_unsuffixed(api.npu_ops);
+    let cpu_ops = Literal::usize_unsuffixed(api.cpu_ops);
+    let clock_hz = Literal::u64_unsuffixed(api.npu_clock_hz);
+    let system_config = &api.system_config;
+    let memory_mode = &api.memory_mode;
+    let module_doc = module_doc(api);
+    let track = track_model_files(files);
+    let section = weights_section.map(|s| quote!(#[unsafe(link_section = #s)]));
+
+    let inputs = IoItems::of(&api.inputs, true);
+    let outputs = IoItems::of(&api.outputs, false);
+    let (in_copies, out_copies) = (&inputs.copies, &outputs.copies);
+    let io_structs = io_structs(&inputs, &outputs);
+    let (stream_statics, steps_body) = stream_items(api, files, section.as_ref());
+    let (state_init, state_fns) = state_items(api);
+    let run_fns = run_fns(
+        api.fast_scratch_size > 0,
+        quote! {
+            #state_init
+            #(#in_copies)*
+            #steps_body
+            #(#out_copies)*
+        },
+    );
     quote! {
             #[doc = #module_doc]
             #[allow(dead_code, clippy::all)]
@@ -682,50 +782,10 @@ pub fn generate(
                     }
                 }
 
-                /// The model's inputs, one field per input tensor, in model order.
-                #[derive(Clone, Debug, PartialEq)]
-                pub struct Input {
-                    #(#in_fields)*
-                }
-
-                impl Input {
-                    /// All elements zero.
-                    pub const fn zeroed() -> Self {
-                        Input { #(#in_zeros)* }
-                    }
-                    #(#in_helpers)*
-                }
-
-                impl Default for Input {
-                    fn default() -> Self {
-                        Self::zeroed()
-                    }
-                }
-
-                /// The model's outputs, one field per output tensor, in model order.
-                #[derive(Clone, Debug, PartialEq)]
-                pub struct Output {
-                    #(#out_fields)*
-                }
-
-                impl Output {
-                    /// All elements zero.
-                    pub const fn zeroed() -> Self {
-                        Output { #(#out_zeros)* }
-                    }
-                    #(#out_helpers)*
-                }
-
-                impl Default for Output {
-                    fn default() -> Self {
-                        Self::zeroed()
-                    }
-                }
-
-                #(#in_mods)*
-                #(#out_mods)*
+                #io_structs
 
     #run_fns
+    #state_fns
             }
         }
 }

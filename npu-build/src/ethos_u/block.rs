@@ -268,77 +268,147 @@ fn required_input(
         .div_ceil(upscale)
 }
 
+/// What the search derives from a query before it tries blocks: the SHRAM layout rules and the
+/// constants of every candidate's cost.
+struct Setup<'a> {
+    shram: Shram<'a>,
+    acc: ShramElement,
+    /// The IFM block is as deep as the OFM block (elementwise, pooling, depthwise).
+    equal_depth: bool,
+    depthwise: bool,
+    part_kernel: bool,
+    upscale: usize,
+    rounding: usize,
+    ifm_repeats: usize,
+    ifm_block_depth: usize,
+    weight_fetch_wh: usize,
+    /// Largest block per axis, in whole micro-blocks.
+    space: [usize; 3],
+}
+
+impl<'a> Setup<'a> {
+    fn new(q: &Query, accel: &'a AcceleratorConfig) -> Option<Setup<'a>> {
+        let ub = accel.ofm_ublock;
+        let (ub_h, ub_w, ub_c) = (ub.height as usize, ub.width as usize, ub.depth as usize);
+        let max = accel.ofm_block_max;
+        let sub = accel.sub_kernel_max;
+        let (sub_h, sub_w) = (sub.height as usize, sub.width as usize);
+        let ew_usage = match q.class {
+            Class::Elementwise if q.scalar_input && q.ifm_bits <= 16 => EwUsage::Scalar,
+            Class::Elementwise => EwUsage::Full,
+            _ => EwUsage::No,
+        };
+        let is_pooling = matches!(q.class, Class::Pool | Class::ReduceSum);
+        let depthwise = q.class == Class::Depthwise;
+        let part_kernel =
+            q.class == Class::Conv && part_kernel_first(q.ifm[2], q.ifm_bits, &q.kernel);
+        let (upscale, rounding) = match q.upscale {
+            IfmUpscaleMode::None => (1, 0),
+            IfmUpscaleMode::Nearest => (2, 1),
+            IfmUpscaleMode::Zeros => (2, 0),
+        };
+        let acc = if q.ifm_bits == 16 && (!is_pooling || q.class == Class::ReduceSum) && q.scaled {
+            ShramElement::Acc40
+        } else {
+            ShramElement::Acc32
+        };
+        let ifm_granule = accel.shram_granule(match (ew_usage != EwUsage::No, q.ifm_bits) {
+            (_, 32) => ShramElement::Ifm32,
+            (true, 16) => ShramElement::Ifm16Elementwise,
+            (true, _) => ShramElement::Ifm8Elementwise,
+            (false, 16) => ShramElement::Ifm16,
+            (false, _) => ShramElement::Ifm8,
+        }) as usize;
+        let lut_bytes = if q.uses_lut {
+            accel.shram_lut_bytes as usize
+        } else {
+            0
+        };
+        let lut_banks = lut_bytes
+            .div_ceil(accel.shram_bank_bytes as usize)
+            .max(accel.shram_reserved_end_banks as usize);
+        let lut_start = (accel.shram_banks as usize).checked_sub(lut_banks)?;
+        let k = &q.kernel;
+        let ifm_block_depth = if q.ifm_bits == 16 {
+            round_up(q.ifm[2].min(16), 4)
+        } else {
+            round_up(
+                q.ifm[2].min(if part_kernel { 16 } else { 32 }),
+                accel.ifm_ublock.depth as usize,
+            )
+        };
+        Some(Setup {
+            shram: Shram {
+                accel,
+                ew_usage,
+                ifm_bits: q.ifm_bits,
+                ifm_granule,
+                acc_bits: acc.bits() as usize,
+                acc_granule: accel.shram_granule(acc) as usize,
+                lut_start,
+            },
+            acc,
+            equal_depth: ew_usage != EwUsage::No || q.class == Class::Pool || depthwise,
+            depthwise,
+            part_kernel,
+            upscale,
+            rounding,
+            ifm_repeats: k
+                .dilated_w()
+                .div_ceil(sub_w)
+                .saturating_mul(k.dilated_h().div_ceil(sub_h)),
+            ifm_block_depth,
+            weight_fetch_wh: if matches!(q.class, Class::Conv | Class::Depthwise) {
+                k.h * k.w
+            } else {
+                0
+            },
+            space: [
+                round_up(q.ofm[0].min(max.height as usize), ub_h),
+                round_up(q.ofm[1].min(max.width as usize), ub_w),
+                round_up(q.ofm[2].min(max.depth as usize), ub_c),
+            ],
+        })
+    }
+
+    /// The register values of an OFM block that fits, with its IFM block and bank layout.
+    fn config(
+        &self,
+        q: &Query,
+        ofm_block: [usize; 3],
+        ifm_block: [usize; 3],
+        layout: &Layout,
+    ) -> Option<BlockConfig> {
+        Some(BlockConfig {
+            ofm_block,
+            ifm_block,
+            ifm_ib_end: u8::try_from(layout.ib_end).ok()?,
+            ab_start: u8::try_from(layout.ab_start).ok()?,
+            ifm2_ib_start: if q.has_ifm2 {
+                Some(u8::try_from(layout.ib2_start).ok()?)
+            } else {
+                None
+            },
+            acc_format: if self.acc == ShramElement::Acc40 {
+                AccFormat::I40
+            } else {
+                AccFormat::I32
+            },
+            part_kernel_first: self.part_kernel,
+        })
+    }
+}
+
 /// The search itself (`ArchEthosU55::FindBlockConfig` + `TryBlockConfig`).
 fn search(q: &Query, accel: &AcceleratorConfig) -> Option<BlockConfig> {
+    let setup = Setup::new(q, accel)?;
     let ub = accel.ofm_ublock;
     let (ub_h, ub_w, ub_c) = (ub.height as usize, ub.width as usize, ub.depth as usize);
-    let max = accel.ofm_block_max;
     let sub = accel.sub_kernel_max;
     let (sub_h, sub_w) = (sub.height as usize, sub.width as usize);
-    let total_banks = accel.shram_banks as usize;
-    let bank_bytes = accel.shram_bank_bytes as usize;
-
-    let ew_usage = match q.class {
-        Class::Elementwise if q.scalar_input && q.ifm_bits <= 16 => EwUsage::Scalar,
-        Class::Elementwise => EwUsage::Full,
-        _ => EwUsage::No,
-    };
-    let is_pooling = matches!(q.class, Class::Pool | Class::ReduceSum);
-    let is_depthwise = q.class == Class::Depthwise;
-    let equal_depth = ew_usage != EwUsage::No || q.class == Class::Pool || is_depthwise;
-    let part_kernel = q.class == Class::Conv && part_kernel_first(q.ifm[2], q.ifm_bits, &q.kernel);
-    let (upscale, rounding) = match q.upscale {
-        IfmUpscaleMode::None => (1, 0),
-        IfmUpscaleMode::Nearest => (2, 1),
-        IfmUpscaleMode::Zeros => (2, 0),
-    };
-
-    let acc = if q.ifm_bits == 16 && (!is_pooling || q.class == Class::ReduceSum) && q.scaled {
-        ShramElement::Acc40
-    } else {
-        ShramElement::Acc32
-    };
-    let acc_granule = accel.shram_granule(acc) as usize;
-    let acc_bits = acc.bits() as usize;
-    let ifm_granule = accel.shram_granule(match (ew_usage != EwUsage::No, q.ifm_bits) {
-        (_, 32) => ShramElement::Ifm32,
-        (true, 16) => ShramElement::Ifm16Elementwise,
-        (true, _) => ShramElement::Ifm8Elementwise,
-        (false, 16) => ShramElement::Ifm16,
-        (false, _) => ShramElement::Ifm8,
-    }) as usize;
-    let lut_bytes = if q.uses_lut {
-        accel.shram_lut_bytes as usize
-    } else {
-        0
-    };
-    let lut_banks = lut_bytes
-        .div_ceil(bank_bytes)
-        .max(accel.shram_reserved_end_banks as usize);
-    let lut_start = total_banks.checked_sub(lut_banks)?;
-
     let k = &q.kernel;
     let (dil_h, dil_w) = (k.dilated_h(), k.dilated_w());
-    let ifm_repeats = dil_w.div_ceil(sub_w).saturating_mul(dil_h.div_ceil(sub_h));
-    let ifm_block_depth = if q.ifm_bits == 16 {
-        round_up(q.ifm[2].min(16), 4)
-    } else {
-        round_up(
-            q.ifm[2].min(if part_kernel { 16 } else { 32 }),
-            accel.ifm_ublock.depth as usize,
-        )
-    };
-    let weight_fetch_wh = if matches!(q.class, Class::Conv | Class::Depthwise) {
-        k.h * k.w
-    } else {
-        0
-    };
-
-    let space = [
-        round_up(q.ofm[0].min(max.height as usize), ub_h),
-        round_up(q.ofm[1].min(max.width as usize), ub_w),
-        round_up(q.ofm[2].min(max.depth as usize), ub_c),
-    ];
+    let space = setup.space;
     let ofm_elements = q.ofm.iter().product::<usize>();
     let ifm_elements = q.ifm.iter().product::<usize>();
 
@@ -357,32 +427,29 @@ fn search(q: &Query, accel: &AcceleratorConfig) -> Option<BlockConfig> {
                 if wont_fit.contains(&(height, width)) {
                     continue;
                 }
+                let (up, round) = (setup.upscale, setup.rounding);
                 let ifm_h = round_up(
-                    required_input(height, k.stride_y, dil_h.min(sub_h), upscale, rounding),
+                    required_input(height, k.stride_y, dil_h.min(sub_h), up, round),
                     ub_h,
                 );
                 let ifm_w = round_up(
-                    required_input(width, k.stride_x, dil_w.min(sub_w), upscale, rounding),
+                    required_input(width, k.stride_x, dil_w.min(sub_w), up, round),
                     ub_w,
                 );
-                let ifm_d = if equal_depth { depth } else { ifm_block_depth };
+                let ifm_d = if setup.equal_depth {
+                    depth
+                } else {
+                    setup.ifm_block_depth
+                };
                 // 256/512-MAC "Conv1D" case: a 1-row OFM only needs accumulators for 1 row.
                 let fit_h = if q.ofm[0] == 1 && k.h == 1 && ub_h == 2 {
                     height.min(q.ofm[0])
                 } else {
                     height
                 };
-
-                let shram = Shram {
-                    accel,
-                    ew_usage,
-                    ifm_bits: q.ifm_bits,
-                    ifm_granule,
-                    acc_bits,
-                    acc_granule,
-                    lut_start,
-                };
-                let Some(layout) = shram.try_block([fit_h, width, depth], [ifm_h, ifm_w, ifm_d])
+                let Some(layout) = setup
+                    .shram
+                    .try_block([fit_h, width, depth], [ifm_h, ifm_w, ifm_d])
                 else {
                     wont_fit.push((height, width));
                     continue;
@@ -390,10 +457,10 @@ fn search(q: &Query, accel: &AcceleratorConfig) -> Option<BlockConfig> {
 
                 let cost = relative_cost(&CostInput {
                     q,
-                    equal_depth,
-                    depthwise: is_depthwise,
-                    weight_fetch_wh,
-                    ifm_repeats,
+                    equal_depth: setup.equal_depth,
+                    depthwise: setup.depthwise,
+                    weight_fetch_wh: setup.weight_fetch_wh,
+                    ifm_repeats: setup.ifm_repeats,
                     ofm_block: [fit_h, width, depth],
                     ifm_block: [ifm_h, ifm_w],
                     loop_block: [height, width, depth],
@@ -401,43 +468,27 @@ fn search(q: &Query, accel: &AcceleratorConfig) -> Option<BlockConfig> {
                     ifm_elements,
                     ifm_block_elements: ifm_h * ifm_w * ifm_d,
                 });
-                if cost <= best_cost {
-                    let choose = if cost == best_cost {
+                match cost.partial_cmp(&best_cost) {
+                    Some(std::cmp::Ordering::Less) => best_coverage = f32::INFINITY,
+                    Some(std::cmp::Ordering::Equal) => {
                         // Equal cost: prefer small blocks covering more of the IFM.
                         let cov_h = q.ifm[0].min(ifm_h);
                         let cov_w = q.ifm[1].min(ifm_w);
                         let coverage = (q.ifm[0] * q.ifm[1]) as f32 / (cov_h * cov_w).max(1) as f32;
-                        if coverage <= best_coverage && height <= 4 && width <= 4 {
-                            best_coverage = coverage;
-                            true
-                        } else {
-                            false
+                        if !(coverage <= best_coverage && height <= 4 && width <= 4) {
+                            continue;
                         }
-                    } else {
-                        best_coverage = f32::INFINITY;
-                        true
-                    };
-                    if choose {
-                        best_cost = cost;
-                        best = Some(BlockConfig {
-                            ofm_block: [height, width, depth],
-                            ifm_block: [ifm_h, ifm_w, ifm_d],
-                            ifm_ib_end: u8::try_from(layout.ib_end).ok()?,
-                            ab_start: u8::try_from(layout.ab_start).ok()?,
-                            ifm2_ib_start: if q.has_ifm2 {
-                                Some(u8::try_from(layout.ib2_start).ok()?)
-                            } else {
-                                None
-                            },
-                            acc_format: if acc == ShramElement::Acc40 {
-                                AccFormat::I40
-                            } else {
-                                AccFormat::I32
-                            },
-                            part_kernel_first: part_kernel,
-                        });
+                        best_coverage = coverage;
                     }
+                    _ => continue,
                 }
+                best_cost = cost;
+                best = Some(setup.config(
+                    q,
+                    [height, width, depth],
+                    [ifm_h, ifm_w, ifm_d],
+                    &layout,
+                )?);
             }
         }
         depth += ub_c;

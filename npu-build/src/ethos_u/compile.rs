@@ -230,22 +230,7 @@ pub fn compile_with(
         fast_budget,
         &pinned,
     )?;
-    for ((w, copy), piece) in weights.iter_mut().zip(&copies).zip(&pieces) {
-        if let (Some(w), Some(b), Some((src, len))) = (w.as_mut(), copy, piece) {
-            let dst = buffers[*b].1;
-            for c in &mut w.cores {
-                c.weight_addr = c.weight_addr - src + dst;
-                c.scale_addr = c.scale_addr - src + dst;
-            }
-            // The arena, or the fast scratch (the SRAM) where the arena is DRAM.
-            w.region = buffers[*b].0;
-            w.dma = Some(WeightDma {
-                src: *src,
-                dst,
-                len: *len,
-            });
-        }
-    }
+    redirect_to_copies(&mut weights, &copies, &pieces, &buffers);
     let placement = Placement { buffers, weights };
     // Variable tensors are initialised on a model's first run: one byte after the arena says
     // whether that happened (a zeroed arena has not).
@@ -255,7 +240,80 @@ pub fn compile_with(
         flag
     });
 
-    // Steps: maximal runs of NPU operators become one command stream each.
+    let steps = command_streams_and_cpu_steps(
+        graph,
+        accel,
+        &assignment,
+        &program,
+        &ranges,
+        &placement,
+        &mut ro,
+    )?;
+    let command_stream = match steps.as_slice() {
+        [Step::Npu { command_stream, .. }] => command_stream.clone(),
+        _ => Vec::new(),
+    };
+
+    let (inputs, outputs, variables) = io_tensors(graph, &program, &placement)?;
+    Ok(Compiled {
+        name: graph.name.clone(),
+        accelerator: accel,
+        command_stream,
+        weights: ro.bytes,
+        arena_size,
+        fast_scratch_size,
+        inputs,
+        outputs,
+        variables,
+        state_flag,
+        npu_ops: program.ops.len(),
+        ir_ops: graph.ops.len(),
+        encoded_weight_bytes: ro.weight_bytes,
+        compile_time: start.elapsed(),
+        buffer_addrs: placement.buffers.clone(),
+        program,
+        steps,
+        assignment,
+    })
+}
+
+/// Points the weight streams of operations whose weights are copied into the arena (or the fast
+/// scratch) at the copy, and records the DMA that makes it.
+fn redirect_to_copies(
+    weights: &mut [Option<WeightStreams>],
+    copies: &[Option<BufferId>],
+    pieces: &[Option<(u64, u64)>],
+    buffers: &[(u8, u64)],
+) {
+    for ((w, copy), piece) in weights.iter_mut().zip(copies).zip(pieces) {
+        if let (Some(w), Some(b), Some((src, len))) = (w.as_mut(), copy, piece) {
+            let (region, dst) = buffers[b.index()];
+            for c in &mut w.cores {
+                c.weight_addr = c.weight_addr - src + dst;
+                c.scale_addr = c.scale_addr - src + dst;
+            }
+            // The arena, or the fast scratch (the SRAM) where the arena is DRAM.
+            w.region = region;
+            w.dma = Some(WeightDma {
+                src: *src,
+                dst,
+                len: *len,
+            });
+        }
+    }
+}
+
+/// The model's steps in graph order: maximal runs of NPU operators become one command stream
+/// each, every CPU operator its kernels.
+fn command_streams_and_cpu_steps(
+    graph: &Graph,
+    accel: &'static AcceleratorConfig,
+    assignment: &[OpAssignment],
+    program: &Program,
+    ranges: &[std::ops::Range<usize>],
+    placement: &Placement,
+    ro: &mut ReadOnly,
+) -> Result<Vec<Step>> {
     let any_cpu = assignment.iter().any(|a| a.cpu_reason.is_some());
     let mut steps = Vec::new();
     let mut i = 0;
@@ -265,9 +323,9 @@ pub fn compile_with(
             let mut at = CpuOperands {
                 graph,
                 op,
-                program: &program,
+                program,
                 addrs: &placement.buffers,
-                ro: &mut ro,
+                ro,
             };
             for kernel in partition::cpu_kernels(graph, op, &mut at)? {
                 steps.push(Step::Cpu(CpuStep {
@@ -312,11 +370,16 @@ pub fn compile_with(
             ops: range,
         });
     }
-    let command_stream = match steps.as_slice() {
-        [Step::Npu { command_stream, .. }] => command_stream.clone(),
-        _ => Vec::new(),
-    };
+    Ok(steps)
+}
 
+/// The graph's inputs, outputs and variable tensors with their places.
+#[allow(clippy::type_complexity)]
+fn io_tensors(
+    graph: &Graph,
+    program: &Program,
+    placement: &Placement,
+) -> Result<(Vec<IoTensor>, Vec<IoTensor>, Vec<IoTensor>)> {
     let io = |k: Io, t: TensorId| -> IoTensor {
         let tensor = &graph.tensors[t];
         let buffer = program
@@ -362,26 +425,7 @@ pub fn compile_with(
             v.name
         )));
     }
-    Ok(Compiled {
-        name: graph.name.clone(),
-        accelerator: accel,
-        command_stream,
-        weights: ro.bytes,
-        arena_size,
-        fast_scratch_size,
-        inputs,
-        outputs,
-        variables,
-        state_flag,
-        npu_ops: program.ops.len(),
-        ir_ops: graph.ops.len(),
-        encoded_weight_bytes: ro.weight_bytes,
-        compile_time: start.elapsed(),
-        buffer_addrs: placement.buffers.clone(),
-        program,
-        steps,
-        assignment,
-    })
+    Ok((inputs, outputs, variables))
 }
 
 /// The operands of one operator's CPU kernels: arena places and read-only bytes.
@@ -649,7 +693,7 @@ fn plan_weight_copies(
     npu_pos: &[usize],
     pieces: &[Option<(u64, u64)>],
     options: &CompileOptions,
-) -> Result<Vec<Option<usize>>> {
+) -> Result<Vec<Option<BufferId>>> {
     let mut copies = vec![None; program.ops.len()];
     let mut candidates: Vec<(u64, usize)> = Vec::new();
     for (j, op) in program.ops.iter().enumerate() {
@@ -690,7 +734,7 @@ fn plan_weight_copies(
     };
     for (_, j) in candidates {
         let Some((_, len)) = pieces[j] else { continue };
-        let id = program.buffers.len();
+        let id = BufferId(program.buffers.len());
         program.buffers.push(super::npu_op::Buffer {
             name: format!("weights of {}", program.ops[j].name),
             size: len as usize,
@@ -713,7 +757,7 @@ fn plan_weight_copies(
             uses.push(n);
         }
         for &u in &uses {
-            timeline[u].push(BufferId(id));
+            timeline[u].push(id);
         }
         let size = arena_plan(program, timeline, false)?.1.size;
         if size <= peak.max(limit) {

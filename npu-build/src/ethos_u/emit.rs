@@ -31,8 +31,8 @@ use self::lut::LutSlots;
 use self::writer::{Ctx, Writer};
 use super::block::kind_name;
 use super::npu_op::{
-    BufferId, Builtin, ElemType, FeatureMap, Layout, NpuOp, NpuOpKind, Operand2, Placement,
-    Program, Scale, WeightDma, WeightStreams,
+    BlockConfig, BufferId, Builtin, ElemType, FeatureMap, Layout, NpuOp, NpuOpKind, Operand2,
+    Placement, Program, Scale, WeightDma, WeightStreams,
 };
 use crate::error::{Error, Result};
 
@@ -211,24 +211,7 @@ impl<'a> Emitter<'a> {
             ));
         }
 
-        // LUT: load it into a slot unless it is resident (before the op's registers).
-        let lut_slot = match op.activation.lut {
-            Some(lut) => Some(self.lut(&ctx, index, lut, &mut accesses)?),
-            None => {
-                if self.accel.shram_reserved_end_banks == 0 {
-                    // The accumulators of this op overwrite the LUT area.
-                    self.luts.clear();
-                }
-                None
-            }
-        };
-        if self.accel.shram_reserved_end_banks == 0 {
-            accesses.push(Access::write(
-                Memory::Shram,
-                0,
-                u64::from(self.accel.shram_bytes()),
-            ));
-        }
+        let lut_slot = self.lut_for(&ctx, index, op, &mut accesses)?;
 
         if let Some(mode) = ew_mode {
             self.elementwise_scaling(&ctx, op, mode, input_scaling)?;
@@ -240,16 +223,7 @@ impl<'a> Emitter<'a> {
             input_scaling.map_or(IfmScaleMode::OpaOpb16, |s| s.mode),
         )?;
         if ew_mode.is_none() {
-            let p = &op.padding;
-            for (cmd, what, v) in [
-                (Cmd0::SET_IFM_PAD_TOP, "top padding", p.top),
-                (Cmd0::SET_IFM_PAD_LEFT, "left padding", p.left),
-                (Cmd0::SET_IFM_PAD_BOTTOM, "bottom padding", p.bottom),
-                (Cmd0::SET_IFM_PAD_RIGHT, "right padding", p.right),
-            ] {
-                let v = ctx.unsigned(what, v as u64, MAX_PAD)?;
-                self.w.cmd0(cmd, v);
-            }
+            self.padding(&ctx, &op.padding)?;
         }
         self.ofm(&ctx, &ofm, op, ew_mode)?;
         if ew_mode.is_none() {
@@ -274,30 +248,7 @@ impl<'a> Emitter<'a> {
             self.ifm2(&ctx, op, o2, ifm2_fm.as_ref(), reversed)?;
         }
 
-        // Block and shared-buffer registers.
-        let [bh, bw, bd] = block.ofm_block;
-        let v = ctx.minus_one("OFM block height", bh, MAX_BLOCK_H_M1)?;
-        self.w.cmd0(Cmd0::SET_OFM_BLK_HEIGHT_M1, v);
-        let v = ctx.minus_one("OFM block width", bw, MAX_BLOCK_W_M1)?;
-        self.w.cmd0(Cmd0::SET_OFM_BLK_WIDTH_M1, v);
-        let v = ctx.minus_one("OFM block depth", bd, MAX_BLOCK_D_M1)?;
-        self.w.cmd0(Cmd0::SET_OFM_BLK_DEPTH_M1, v);
-        let v = ctx.unsigned("IFM_IB_END", block.ifm_ib_end.into(), MAX_BANK)?;
-        self.w.cmd0(Cmd0::SET_IFM_IB_END, v);
-        let v = ctx.unsigned("AB_START", block.ab_start.into(), MAX_BANK)?;
-        self.w.cmd0(Cmd0::SET_AB_START, v);
-        if ifm2.is_some() {
-            let start = block.ifm2_ib_start.ok_or_else(|| {
-                Error::Internal(format!(
-                    "{}: binary operation without IFM2_IB_START",
-                    ctx.node
-                ))
-            })?;
-            let v = ctx.unsigned("IFM2_IB_START", start.into(), MAX_BANK)?;
-            self.w.cmd0(Cmd0::SET_IFM2_IB_START, v);
-        }
-        self.w
-            .cmd0(Cmd0::SET_ACC_FORMAT, u16::from(block.acc_format.bits()));
+        self.block_registers(&ctx, &block, ifm2.is_some())?;
 
         // Dependencies on the previous NPU operation and on outstanding DMAs.
         let original =
@@ -343,6 +294,77 @@ impl<'a> Emitter<'a> {
             block,
             used_lut: lut_slot.is_some(),
         })
+    }
+
+    /// The LUT slot of `op`'s activation, loaded by DMA unless it is resident (before the op's
+    /// registers); records the shared-buffer use in `accesses`.
+    fn lut_for(
+        &mut self,
+        ctx: &Ctx,
+        index: usize,
+        op: &NpuOp,
+        accesses: &mut Vec<Access>,
+    ) -> Result<Option<u8>> {
+        let slot = match op.activation.lut {
+            Some(lut) => Some(self.lut(ctx, index, lut, accesses)?),
+            None => {
+                if self.accel.shram_reserved_end_banks == 0 {
+                    // The accumulators of this op overwrite the LUT area.
+                    self.luts.clear();
+                }
+                None
+            }
+        };
+        if self.accel.shram_reserved_end_banks == 0 {
+            accesses.push(Access::write(
+                Memory::Shram,
+                0,
+                u64::from(self.accel.shram_bytes()),
+            ));
+        }
+        Ok(slot)
+    }
+
+    /// The IFM padding registers (convolution, depthwise and pooling).
+    fn padding(&mut self, ctx: &Ctx, p: &crate::ir::Padding) -> Result<()> {
+        for (cmd, what, v) in [
+            (Cmd0::SET_IFM_PAD_TOP, "top padding", p.top),
+            (Cmd0::SET_IFM_PAD_LEFT, "left padding", p.left),
+            (Cmd0::SET_IFM_PAD_BOTTOM, "bottom padding", p.bottom),
+            (Cmd0::SET_IFM_PAD_RIGHT, "right padding", p.right),
+        ] {
+            let v = ctx.unsigned(what, v as u64, MAX_PAD)?;
+            self.w.cmd0(cmd, v);
+        }
+        Ok(())
+    }
+
+    /// The OFM block and shared-buffer layout registers of the chosen block configuration.
+    fn block_registers(&mut self, ctx: &Ctx, block: &BlockConfig, binary: bool) -> Result<()> {
+        let [bh, bw, bd] = block.ofm_block;
+        let v = ctx.minus_one("OFM block height", bh, MAX_BLOCK_H_M1)?;
+        self.w.cmd0(Cmd0::SET_OFM_BLK_HEIGHT_M1, v);
+        let v = ctx.minus_one("OFM block width", bw, MAX_BLOCK_W_M1)?;
+        self.w.cmd0(Cmd0::SET_OFM_BLK_WIDTH_M1, v);
+        let v = ctx.minus_one("OFM block depth", bd, MAX_BLOCK_D_M1)?;
+        self.w.cmd0(Cmd0::SET_OFM_BLK_DEPTH_M1, v);
+        let v = ctx.unsigned("IFM_IB_END", block.ifm_ib_end.into(), MAX_BANK)?;
+        self.w.cmd0(Cmd0::SET_IFM_IB_END, v);
+        let v = ctx.unsigned("AB_START", block.ab_start.into(), MAX_BANK)?;
+        self.w.cmd0(Cmd0::SET_AB_START, v);
+        if binary {
+            let start = block.ifm2_ib_start.ok_or_else(|| {
+                Error::Internal(format!(
+                    "{}: binary operation without IFM2_IB_START",
+                    ctx.node
+                ))
+            })?;
+            let v = ctx.unsigned("IFM2_IB_START", start.into(), MAX_BANK)?;
+            self.w.cmd0(Cmd0::SET_IFM2_IB_START, v);
+        }
+        self.w
+            .cmd0(Cmd0::SET_ACC_FORMAT, u16::from(block.acc_format.bits()));
+        Ok(())
     }
 
     /// DMAs an operation's weight streams from the read-only region to their arena copy, after

@@ -161,6 +161,48 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         Scale::UNIT,
     )));
 
+    let (recip, right_shift) = reciprocal(cx, name, row, sum, &mut ops);
+
+    // 25: exp * (2 * x) in Q0.31 = exp * x / 2^30 (TFLite's Rescale<0>(ExactMulByPot<-1>(x))).
+    let scaled = scratch_fm(cx, format!("{name}/scaled_exp"), full, i32t);
+    ops.push(elementwise(
+        name,
+        ElementwiseMode::Mul,
+        exp,
+        Some(recip),
+        scaled.clone(),
+        Scale {
+            scale: 1,
+            shift: 30,
+        },
+    ));
+
+    // 26: rounding shift right into the output, plus its zero point, clamped.
+    ops.push(rounded(elementwise(
+        name,
+        ElementwiseMode::Shr,
+        scaled,
+        Some(right_shift),
+        y_fm,
+        Scale::UNIT,
+    )));
+
+    cx.program.ops.extend(ops);
+    Ok(())
+}
+
+/// Steps 4-24: the reciprocal of each row's exponent sum (Q12.19, in `sum`) as TFLite computes
+/// it: `x = 1 / (2 * half_denominator)` in Q2.29 by three Newton-Raphson steps from
+/// `48/17 - 32/17 * d`, and the right shift `35 - clz(sum)` that brings `exp * x` to 8 bits.
+/// Returns both row feature maps.
+fn reciprocal(
+    cx: &mut Lowering<'_>,
+    name: &str,
+    row: [usize; 3],
+    sum: FeatureMap,
+    ops: &mut Vec<NpuOp>,
+) -> (FeatureMap, FeatureMap) {
+    let i32t = ElemType::I32;
     // 4-7: headroom of the sum; the final right shift 35 - clz(sum) (for 8-bit outputs);
     // half_denominator = sum << (clz - 1), i.e. TFLite's RoundingHalfSum(shifted sum - 1, 1).
     let clz = scratch_fm(cx, format!("{name}/clz"), row, i32t);
@@ -269,33 +311,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         ));
         nr_x = next;
     }
-
-    // 25: exp * (2 * x) in Q0.31 = exp * x / 2^30 (TFLite's Rescale<0>(ExactMulByPot<-1>(x))).
-    let scaled = scratch_fm(cx, format!("{name}/scaled_exp"), full, i32t);
-    ops.push(elementwise(
-        name,
-        ElementwiseMode::Mul,
-        exp,
-        Some(nr_x),
-        scaled.clone(),
-        Scale {
-            scale: 1,
-            shift: 30,
-        },
-    ));
-
-    // 26: rounding shift right into the output, plus its zero point, clamped.
-    ops.push(rounded(elementwise(
-        name,
-        ElementwiseMode::Shr,
-        scaled,
-        Some(right_shift),
-        y_fm,
-        Scale::UNIT,
-    )));
-
-    cx.program.ops.extend(ops);
-    Ok(())
+    (nr_x, right_shift)
 }
 
 /// An internal inconsistency (a view of a freshly made dense buffer failed).

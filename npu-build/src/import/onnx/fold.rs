@@ -223,80 +223,10 @@ impl Builder {
                 let p = transpose_perm(n, x.dims.len())?;
                 x.transpose(&p)
             }
-            "Gather" => {
-                let x = get(0)?;
-                let idx_c = get(1)?;
-                let idx = ints(1)?;
-                let r = x.dims.len();
-                let axis = normalize_axis(n.attr_i_or("axis", 0)?, r)
-                    .ok_or_else(|| n.err("axis is out of range"))?;
-                let len = x.dims[axis];
-                let mut dims = x.dims[..axis].to_vec();
-                dims.extend_from_slice(&idx_c.dims);
-                dims.extend_from_slice(&x.dims[axis + 1..]);
-                if check_size(n, &dims)? == 0 {
-                    return Const::new(dims, x.elems.empty_like())
-                        .ok_or_else(|| n.err("bad constant"));
-                }
-                let outer: usize = x.dims[..axis].iter().product();
-                let inner: usize = x.dims[axis + 1..].iter().product();
-                let mut src = Vec::new();
-                for o in 0..outer {
-                    for &k in &idx {
-                        let k = if k < 0 {
-                            k.saturating_add(len as i64)
-                        } else {
-                            k
-                        };
-                        if k < 0 || k as usize >= len {
-                            return Err(
-                                n.err(format!("index {k} is out of range for axis of size {len}"))
-                            );
-                        }
-                        let base = (o * len + k as usize) * inner;
-                        src.extend(base..base + inner);
-                    }
-                }
-                x.elems.take(&src).and_then(|e| Const::new(dims, e))
-            }
+            "Gather" => fold_gather(n, get(0)?, get(1)?, &ints(1)?)?,
             "Concat" => {
                 let parts: Vec<&Const> = (0..c.len()).map(get).collect::<Result<_>>()?;
-                let first = parts.first().ok_or_else(|| n.err("has no inputs"))?;
-                let r = first.dims.len();
-                let axis = normalize_axis(
-                    n.attr_i("axis")?.ok_or_else(|| n.err("axis is missing"))?,
-                    r,
-                )
-                .ok_or_else(|| n.err("axis is out of range"))?;
-                let mut dims = first.dims.clone();
-                dims[axis] = 0;
-                for p in &parts {
-                    let fits = p.dims.len() == r
-                        && (0..r).all(|k| k == axis || p.dims[k] == first.dims[k]);
-                    if !fits {
-                        return Err(n.err("constant inputs have different shapes"));
-                    }
-                    dims[axis] = dims[axis].saturating_add(p.dims[axis]);
-                }
-                if check_size(n, &dims)? == 0 {
-                    return Const::new(dims, first.elems.empty_like())
-                        .ok_or_else(|| n.err("bad constant"));
-                }
-                let outer: usize = first.dims[..axis].iter().product();
-                let mut elems = first.elems.empty_like();
-                for o in 0..outer {
-                    for p in &parts {
-                        let chunk = p.len() / outer.max(1);
-                        let piece = p
-                            .elems
-                            .take(&(o * chunk..(o + 1) * chunk).collect::<Vec<_>>())
-                            .ok_or_else(|| n.err("bad constant"))?;
-                        if !elems.extend(&piece) {
-                            return Err(n.err("constant inputs have different types"));
-                        }
-                    }
-                }
-                Const::new(dims, elems)
+                fold_concat(n, &parts)?
             }
             "Slice" => self.fold_slice(n, get(0)?, &ints(1)?, &ints(2)?, c, &ints)?,
             "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" => {
@@ -393,6 +323,79 @@ impl Builder {
     }
 }
 
+/// `Gather` of constants: the slices of `x` at `idx` (negative from the end) along `axis`.
+fn fold_gather(n: &Node, x: &Const, idx_c: &Const, idx: &[i64]) -> Result<Option<Const>> {
+    let r = x.dims.len();
+    let axis =
+        normalize_axis(n.attr_i_or("axis", 0)?, r).ok_or_else(|| n.err("axis is out of range"))?;
+    let len = x.dims[axis];
+    let mut dims = x.dims[..axis].to_vec();
+    dims.extend_from_slice(&idx_c.dims);
+    dims.extend_from_slice(&x.dims[axis + 1..]);
+    if check_size(n, &dims)? == 0 {
+        return Const::new(dims, x.elems.empty_like())
+            .map(Some)
+            .ok_or_else(|| n.err("bad constant"));
+    }
+    let outer: usize = x.dims[..axis].iter().product();
+    let inner: usize = x.dims[axis + 1..].iter().product();
+    let mut src = Vec::new();
+    for o in 0..outer {
+        for &k in idx {
+            let k = if k < 0 {
+                k.saturating_add(len as i64)
+            } else {
+                k
+            };
+            if k < 0 || k as usize >= len {
+                return Err(n.err(format!("index {k} is out of range for axis of size {len}")));
+            }
+            let base = (o * len + k as usize) * inner;
+            src.extend(base..base + inner);
+        }
+    }
+    Ok(x.elems.take(&src).and_then(|e| Const::new(dims, e)))
+}
+
+/// `Concat` of constants along `axis`.
+fn fold_concat(n: &Node, parts: &[&Const]) -> Result<Option<Const>> {
+    let first = parts.first().ok_or_else(|| n.err("has no inputs"))?;
+    let r = first.dims.len();
+    let axis = normalize_axis(
+        n.attr_i("axis")?.ok_or_else(|| n.err("axis is missing"))?,
+        r,
+    )
+    .ok_or_else(|| n.err("axis is out of range"))?;
+    let mut dims = first.dims.clone();
+    dims[axis] = 0;
+    for p in parts {
+        let fits = p.dims.len() == r && (0..r).all(|k| k == axis || p.dims[k] == first.dims[k]);
+        if !fits {
+            return Err(n.err("constant inputs have different shapes"));
+        }
+        dims[axis] = dims[axis].saturating_add(p.dims[axis]);
+    }
+    if check_size(n, &dims)? == 0 {
+        return Const::new(dims, first.elems.empty_like())
+            .map(Some)
+            .ok_or_else(|| n.err("bad constant"));
+    }
+    let outer: usize = first.dims[..axis].iter().product();
+    let mut elems = first.elems.empty_like();
+    for o in 0..outer {
+        for p in parts {
+            let chunk = p.len() / outer.max(1);
+            let piece = p
+                .elems
+                .take(&(o * chunk..(o + 1) * chunk).collect::<Vec<_>>())
+                .ok_or_else(|| n.err("bad constant"))?;
+            if !elems.extend(&piece) {
+                return Err(n.err("constant inputs have different types"));
+            }
+        }
+    }
+    Ok(Const::new(dims, elems))
+}
 fn fold_arith(n: &Node, op: &str, a: &Const, b: &Const) -> Result<Option<Const>> {
     if a.elems.onnx_type() != b.elems.onnx_type() {
         return Err(n.err(format!(

@@ -64,58 +64,14 @@ pub(crate) fn run(
             reason: "undefined accumulator format",
         })?;
     let ks = KernelStride(s.kernel_stride);
-    let bad_kernel = |register, value: u16| SimErrorKind::InvalidRegister {
-        register,
-        value: value as u64,
-        reason: "dilated kernel size is not (k - 1) * dilation + 1",
-    };
-    let kh = undilated_kernel_size(s.kernel_height_m1 as u32, ks.dilation_y())
-        .ok_or(bad_kernel("KERNEL_HEIGHT_M1", s.kernel_height_m1))? as u64;
-    let kw = undilated_kernel_size(s.kernel_width_m1 as u32, ks.dilation_x())
-        .ok_or(bad_kernel("KERNEL_WIDTH_M1", s.kernel_width_m1))? as u64;
-    let ifm_bits = match IfmPrecision(s.ifm.precision).precision() {
-        ActivationPrecision::B8 => 8,
-        ActivationPrecision::B16 => 16,
-        _ => {
-            return Err(SimErrorKind::Unsupported {
-                what: "convolution of 32-bit IFMs",
-            });
-        }
-    };
-    let ic = if depthwise {
-        d
-    } else {
-        s.ifm_depth_m1 as u64 + 1
-    };
-    let ofm_elems = h.saturating_mul(w).saturating_mul(d);
-    let macs = ofm_elems
-        .saturating_mul(kh.saturating_mul(kw))
-        .saturating_mul(if depthwise { 1 } else { ic });
-    let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(ic);
-    let padded = (g.up_h + g.pad_top + s.pad[3] as u64)
-        .saturating_mul(g.up_w + g.pad_left + s.pad[2] as u64)
-        .saturating_mul(ic);
-    for (what, n, limit) in [
-        (
-            "OFM elements of one operation",
-            ofm_elems,
-            limits.max_elements,
-        ),
-        (
-            "IFM elements of one operation",
-            ifm_elems.max(padded),
-            limits.max_elements,
-        ),
-        ("MACs of one operation", macs, limits.max_macs),
-    ] {
-        if n > limit {
-            return Err(SimErrorKind::LimitExceeded {
-                what,
-                requested: n,
-                limit,
-            });
-        }
-    }
+    let Sizes {
+        kh,
+        kw,
+        ifm_bits,
+        ic,
+        ofm_elems,
+        macs,
+    } = Sizes::checked(s, &g, depthwise, [h, w, d], limits)?;
 
     // Weights and scales.
     let traversal = if depthwise {
@@ -219,6 +175,90 @@ pub(crate) fn run(
     st.macs = macs;
     st.ofm_elements = ofm_elems;
     Ok(())
+}
+
+/// A convolution's kernel, input and work sizes, checked against the register encoding and the
+/// simulator's limits.
+struct Sizes {
+    kh: u64,
+    kw: u64,
+    ifm_bits: u32,
+    /// Input channels.
+    ic: u64,
+    ofm_elems: u64,
+    macs: u64,
+}
+
+impl Sizes {
+    fn checked(
+        s: &RegisterState,
+        g: &Geometry,
+        depthwise: bool,
+        [h, w, d]: [u64; 3],
+        limits: &ConvLimits,
+    ) -> Result<Sizes, SimErrorKind> {
+        let ks = KernelStride(s.kernel_stride);
+        let bad_kernel = |register, value: u16| SimErrorKind::InvalidRegister {
+            register,
+            value: value as u64,
+            reason: "dilated kernel size is not (k - 1) * dilation + 1",
+        };
+        let kh = undilated_kernel_size(s.kernel_height_m1 as u32, ks.dilation_y())
+            .ok_or(bad_kernel("KERNEL_HEIGHT_M1", s.kernel_height_m1))? as u64;
+        let kw = undilated_kernel_size(s.kernel_width_m1 as u32, ks.dilation_x())
+            .ok_or(bad_kernel("KERNEL_WIDTH_M1", s.kernel_width_m1))? as u64;
+        let ifm_bits = match IfmPrecision(s.ifm.precision).precision() {
+            ActivationPrecision::B8 => 8,
+            ActivationPrecision::B16 => 16,
+            _ => {
+                return Err(SimErrorKind::Unsupported {
+                    what: "convolution of 32-bit IFMs",
+                });
+            }
+        };
+        let ic = if depthwise {
+            d
+        } else {
+            s.ifm_depth_m1 as u64 + 1
+        };
+        let ofm_elems = h.saturating_mul(w).saturating_mul(d);
+        let macs = ofm_elems
+            .saturating_mul(kh.saturating_mul(kw))
+            .saturating_mul(if depthwise { 1 } else { ic });
+        let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(ic);
+        let padded = (g.up_h + g.pad_top + s.pad[3] as u64)
+            .saturating_mul(g.up_w + g.pad_left + s.pad[2] as u64)
+            .saturating_mul(ic);
+        for (what, n, limit) in [
+            (
+                "OFM elements of one operation",
+                ofm_elems,
+                limits.max_elements,
+            ),
+            (
+                "IFM elements of one operation",
+                ifm_elems.max(padded),
+                limits.max_elements,
+            ),
+            ("MACs of one operation", macs, limits.max_macs),
+        ] {
+            if n > limit {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit,
+                });
+            }
+        }
+        Ok(Sizes {
+            kh,
+            kw,
+            ifm_bits,
+            ic,
+            ofm_elems,
+            macs,
+        })
+    }
 }
 
 /// Kernel window geometry in the padded image.
