@@ -4,7 +4,7 @@
 
 use super::MAX_RANK;
 use super::elem::{load_f32, store_f32};
-use super::kernels::operands;
+use super::operands::operands;
 use super::params::{
     FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp, OrtSoftmaxOp,
 };

@@ -5,7 +5,7 @@
 
 use super::elem::{Int, load_f32, store_f32, with_int};
 use super::fixed::multiply_by_quantized_multiplier as mbqm;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::Word;
 use super::words::{Reader, Writer};
 use super::{BinaryParams, Buf, Elem, MAX_RANK};

@@ -36,6 +36,7 @@ pub use lstm::SCALES as LSTM_SCALES;
 mod lut;
 pub mod math;
 mod movement;
+mod operands;
 // matmul
 mod matmul;
 mod params;

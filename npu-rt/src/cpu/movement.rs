@@ -3,7 +3,7 @@
 use super::elem::{Int, load_f32, store_f32, with_int};
 use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::float::round_half_away_f32;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::{
     BatchSpaceOp, ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, RemapOp, ResizeOp,
 };

@@ -4,7 +4,7 @@
 use super::elem::{Int, with_int};
 use super::fixed::multiply_by_quantized_multiplier;
 use super::float::round_half_away_f32;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::{ArgOp, ReduceMode, ReduceOp};
 use super::{Elem, MAX_RANK};
 
