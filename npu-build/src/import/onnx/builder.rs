@@ -12,7 +12,7 @@ use std::rc::Rc;
 use super::constant::Const;
 use super::layout;
 use super::model::Node;
-use super::qdq::{QParams, QuantClasses};
+use super::quant_params::{QParams, QuantClasses};
 use crate::error::{Error, Result};
 use crate::ir::{Activation, DType, Graph, Op, OpKind, Quantization, Requant, Tensor, TensorId};
 

@@ -26,6 +26,7 @@ mod passes;
 pub mod proto;
 mod qdq;
 pub(crate) mod qop;
+mod quant_params;
 #[cfg(test)]
 mod tests;
 
