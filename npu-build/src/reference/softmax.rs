@@ -17,8 +17,8 @@ use crate::ir::quant::{rounding_divide_by_pot, saturating_rounding_doubling_high
 // gemmlowp's exponential and reciprocal live once, in the CPU kernels of the runtime.
 use crate::ir::{DType, Graph, Op};
 use crate::value::Data;
-use npu_rt::cpu::fixed::{exp_on_negative_values, reciprocal};
 use npu_rt::cpu::float::exp_f32;
+use npu_rt::fixed::{exp_on_negative_values, reciprocal};
 
 pub struct Softmax {
     pub(crate) depth: usize,

@@ -173,7 +173,7 @@ impl Rescale {
     /// saturated to i32.
     #[inline(always)]
     pub fn apply_single(self, x: i32) -> i32 {
-        npu_rt::cpu::fixed::multiply_round_once(x, self.multiplier, self.shift)
+        npu_rt::fixed::multiply_round_once(x, self.multiplier, self.shift)
     }
 
     /// `MultiplyByQuantizedMultiplier(x, multiplier, shift)`.

@@ -2,12 +2,12 @@
 //! module of their own (operand resolution is in `operands`).
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::fixed::{
+use super::operands::{operands, volume};
+use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams};
+use crate::fixed::{
     exp_on_negative_values, multiply_by_quantized_multiplier, multiply_round_once, reciprocal,
     round_ties_even, rounding_divide_by_pot, srdhm,
 };
-use super::operands::{operands, volume};
-use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams};
 
 fn bytes(len: u32, e: Elem) -> Option<usize> {
     (len as usize).checked_mul(e.size())

@@ -28,7 +28,6 @@
 
 mod conv;
 pub mod elem;
-pub mod fixed;
 pub mod float;
 mod kernels;
 mod lstm;

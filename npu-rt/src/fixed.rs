@@ -1,5 +1,7 @@
 //! Fixed-point arithmetic of TFLite's integer kernels (gemmlowp's primitives), on raw `i32`
-//! values. The reference interpreter of `npu-build` uses the same functions.
+//! values: the one home of these functions. The CPU kernels and `npu-build` (its reference
+//! interpreter, importer and NPU lowering) use them; the NPU's own rounding is
+//! [`crate::ethos_u::numerics`].
 
 /// gemmlowp's `SaturatingRoundingDoublingHighMul`: `(a * b * 2) >> 32`, rounded to nearest, with
 /// the single overflow case (`MIN * MIN`) saturated.
