@@ -18,11 +18,12 @@
 use super::util::{bad_data, node_err, per_tensor};
 use super::{Kernel, Prepared};
 use crate::error::Result;
-use crate::ir::quant::{
-    multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot,
-};
 use crate::ir::{ActFn, DType, Graph, Op};
 use crate::value::Data;
+use npu_rt::fixed::{
+    multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot,
+    saturating_rounding_multiply_by_pot,
+};
 
 /// A 256-entry table of an 8-bit operator, in the NPU's order: entry `i` holds the output
 /// byte for input `i - 128` (int8) or `i` (uint8).
@@ -515,23 +516,11 @@ fn swish_table(op: &Op, q: &Quant, sigmoid: (f32, i32)) -> Result<[u8; 256]> {
     }))
 }
 
-/// gemmlowp's `SaturatingRoundingMultiplyByPOT<exponent>` for `exponent >= 0`.
-fn saturating_shl32(x: i32, exponent: u32) -> i32 {
-    let threshold = i32::MAX >> exponent;
-    if x > threshold {
-        i32::MAX
-    } else if x < -threshold {
-        i32::MIN
-    } else {
-        x << exponent
-    }
-}
-
 /// TFLite's `GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1)` for `value >= 1`:
 /// `1 / sqrt(value)` as a Q31 multiplier and a left shift, by five Newton-Raphson steps in
 /// gemmlowp's Q3.28 fixed point.
 fn inv_sqrt_multiplier(value: i32) -> (i32, i32) {
-    use crate::ir::quant::saturating_rounding_doubling_high_mul as srdhm;
+    use npu_rt::fixed::saturating_rounding_doubling_high_mul as srdhm;
     if value <= 1 {
         return (i32::MAX, 0);
     }
@@ -551,10 +540,10 @@ fn inv_sqrt_multiplier(value: i32) -> (i32, i32) {
     let mut x = 1i32 << 28;
     for _ in 0..5 {
         // x^3 is Q9.22 after two Q3 products: back to Q3 by a saturating shift of 6.
-        let x3 = saturating_shl32(srdhm(srdhm(x, x), x), 6);
+        let x3 = saturating_rounding_multiply_by_pot(srdhm(srdhm(x, x), x), 6);
         // Q6 products, their difference back to Q3 by a saturating shift of 3.
         let d = srdhm(half_three, x).wrapping_sub(srdhm(half_input, x3));
-        x = saturating_shl32(d, 3);
+        x = saturating_rounding_multiply_by_pot(d, 3);
     }
     /// sqrt(2) / 2 in Q0.31.
     const HALF_SQRT_2: i32 = 1_518_500_250;

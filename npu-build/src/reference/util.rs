@@ -2,9 +2,9 @@
 //! broadcasting and error construction.
 
 use crate::error::{Error, Result};
-use crate::ir::quant::{FastMultiplier, quantize_multiplier};
 use crate::ir::{DType, Graph, Op, Quantization, TensorId};
 use crate::value::Data;
+use npu_rt::fixed::{FastMultiplier, quantize_multiplier};
 
 /// An integer element type of quantized activations.
 pub trait QInt: Copy + Default + Send + Sync + 'static {

@@ -6,7 +6,7 @@ use super::operands::{operands, volume};
 use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams};
 use crate::fixed::{
     exp_on_negative_values, multiply_by_quantized_multiplier, multiply_round_once, reciprocal,
-    round_ties_even, rounding_divide_by_pot, srdhm,
+    round_ties_even, rounding_divide_by_pot, saturating_rounding_doubling_high_mul as srdhm,
 };
 
 fn bytes(len: u32, e: Elem) -> Option<usize> {
