@@ -384,7 +384,7 @@ impl Builder {
             return Ok(id);
         }
         let t = self.g.tensors[id].clone();
-        if super::constant::element_count(shape) != Some(t.elements()) {
+        if super::layout::element_count(shape) != Some(t.elements()) {
             return Err(node.err(format!(
                 "cannot reshape {:?} to {shape:?}: the element counts differ",
                 t.shape
