@@ -12,6 +12,7 @@
 
 mod builder;
 mod constant;
+mod dispatch;
 mod external;
 mod float_fn;
 mod float_ops;
