@@ -302,6 +302,86 @@ pub fn reciprocal(x: i32, integer_digits: i32) -> (i32, i32) {
     )
 }
 
+/// TFLite's `DownScaleInt32ToInt16Multiplier`: the Q31 multiplier rounded to Q15.
+pub fn downscale_int32_to_int16_multiplier(m: i32) -> i16 {
+    const ROUNDING: i32 = 1 << 15;
+    if m >= i32::MAX - ROUNDING {
+        i16::MAX
+    } else {
+        ((m + ROUNDING) >> 16) as i16
+    }
+}
+
+/// gemmlowp's 16-bit `SaturatingRoundingDoublingHighMul`.
+pub fn saturating_rounding_doubling_high_mul_i16(a: i16, b: i16) -> i16 {
+    if a == i16::MIN && b == i16::MIN {
+        return i16::MAX;
+    }
+    let ab = i32::from(a) * i32::from(b);
+    let nudge = if ab >= 0 { 1 << 14 } else { 1 - (1 << 14) };
+    ((ab + nudge) / (1 << 15)) as i16
+}
+
+/// TFLite's `SaturatingDoublingHighMul` (16-bit, truncating toward zero).
+pub fn saturating_doubling_high_mul_i16(a: i16, b: i16) -> i16 {
+    if a == i16::MIN && b == i16::MIN {
+        return i16::MAX;
+    }
+    ((i32::from(a) * i32::from(b)) / (1 << 15)) as i16
+}
+
+/// TFLite's 16-bit `SaturatingLeftShift`: `v * 2^amount` saturated to i16 (`amount` clamped to
+/// `0..=48`; TFLite's callers shift by less than 31).
+pub fn saturating_left_shift_i16(v: i16, amount: i32) -> i16 {
+    // Clamped so that bad input cannot overflow the shift; 0..=47 already saturates every value.
+    let amount = amount.clamp(0, 48);
+    (i64::from(v) * (1i64 << amount)).clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16
+}
+
+/// gemmlowp's `RoundingDivideByPOT` on a 16-bit value.
+pub fn rounding_divide_by_pot_i16(x: i16, exponent: i32) -> i16 {
+    // The 32-bit version gives the same result for values that fit 16 bits.
+    rounding_divide_by_pot(i32::from(x), exponent) as i16
+}
+
+/// TFLite's `GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1)` for `value >= 1`:
+/// `1 / sqrt(value)` as a Q31 multiplier and a left shift, by five Newton-Raphson steps in
+/// gemmlowp's Q3.28 fixed point.
+pub fn inv_sqrt_quantized_multiplier_exp(value: i32) -> (i32, i32) {
+    if value <= 1 {
+        return (i32::MAX, 0);
+    }
+    let mut input = value;
+    let mut shift = 11i32;
+    while input >= 1 << 29 {
+        input /= 4;
+        shift += 1;
+    }
+    // Normalise into [2^27, 2^29) by whole pairs of bits.
+    let pairs = (input.leading_zeros() - 1) / 2 - 1;
+    shift -= pairs as i32;
+    input <<= 2 * pairs;
+    // Q3.28: the input halved, the constant 1.5 and the starting guess 1.
+    let half_input = rounding_divide_by_pot(input >> 1, 1);
+    let half_three = (1 << 28) + (1 << 27);
+    let mut x = 1i32 << 28;
+    for _ in 0..5 {
+        // x^3 is Q9.22 after two Q3 products: back to Q3 by a saturating shift of 6.
+        let x3 = saturating_rounding_multiply_by_pot(srdhm(srdhm(x, x), x), 6);
+        // Q6 products, their difference back to Q3 by a saturating shift of 3.
+        let d = srdhm(half_three, x).wrapping_sub(srdhm(half_input, x3));
+        x = saturating_rounding_multiply_by_pot(d, 3);
+    }
+    /// sqrt(2) / 2 in Q0.31.
+    const HALF_SQRT_2: i32 = 1_518_500_250;
+    let mut m = srdhm(x, HALF_SQRT_2);
+    if shift < 0 {
+        m = m.wrapping_shl((-shift) as u32);
+        shift = 0;
+    }
+    (m, -shift)
+}
+
 /// `x` rounded to the nearest integer, ties to even (`f32::round_ties_even`, which `core` lacks),
 /// as an `f64` (exact: every `f32` integer is an `f64` integer).
 pub fn round_ties_even(x: f32) -> f64 {
