@@ -39,9 +39,10 @@ pub fn rounding_divide_by_pot(x: i32, exponent: i32) -> i32 {
 /// build, without `TFLITE_SINGLE_ROUNDING`); `x << shift` wraps as TFLite's `x * (1 << shift)`
 /// does on its targets.
 ///
-/// Both shifts are clamped to `0..=31`: [`quantize_multiplier`] gives shifts in `-31..=31` for
-/// every factor TFLite accepts, and outside that range the C code is undefined (npu-build's former
-/// copy panicked in debug builds and wrapped the shift count in release builds).
+/// Both shifts are clamped to `0..=31`, the range in which the C code is defined (TFLite's
+/// kernels check their factors first, and [`quantize_multiplier`] never gives a shift below
+/// -31); npu-build's former copy panicked in debug builds and wrapped the shift count in release
+/// builds outside it.
 ///
 /// ```
 /// use npu_rt::fixed::multiply_by_quantized_multiplier;
