@@ -5,6 +5,8 @@
 //! - [`ethos_u::cop`]: the COP1 driver payload that wraps a command stream.
 //! - [`sim`] (feature `sim`): a bit-exact virtual Ethos-U for hosts.
 //! - [`cpu`]: int8 kernels for operators that stay on the CPU.
+//! - [`fixed`]: the fixed-point arithmetic of TFLite's integer kernels (gemmlowp's), shared by the
+//!   CPU kernels and the compiler (its reference interpreter, importer and lowering).
 //!
 //! The core is `#![no_std]` without `alloc`.
 #![no_std]
@@ -16,6 +18,7 @@ extern crate std;
 pub mod cpu;
 pub mod error;
 pub mod ethos_u;
+pub mod fixed;
 pub mod io;
 mod npu;
 #[cfg(feature = "sim")]

@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use npu_build::ethos_u::weights::encode_weights;
-use npu_build::ir::quant::quantize_multiplier;
 use npu_build::ir::{Graph, OpKind, ReduceOp};
 use npu_rt::ethos_u::config::{ALL, AcceleratorConfig};
+use npu_rt::fixed::quantize_multiplier;
 
 use npu_rt::ethos_u::weights::{
     self, ScaleEntry, Traversal, WeightGeometry, order::undilated_kernel_size,

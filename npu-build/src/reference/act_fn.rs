@@ -18,11 +18,15 @@
 use super::util::{bad_data, node_err, per_tensor};
 use super::{Kernel, Prepared};
 use crate::error::Result;
-use crate::ir::quant::{
-    multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot,
-};
 use crate::ir::{ActFn, DType, Graph, Op};
 use crate::value::Data;
+use npu_rt::fixed::{
+    downscale_int32_to_int16_multiplier as downscale_to_q15,
+    inv_sqrt_quantized_multiplier_exp as inv_sqrt_multiplier, multiply_by_quantized_multiplier,
+    quantize_multiplier, rounding_divide_by_pot_i16 as rdpot16,
+    saturating_doubling_high_mul_i16 as sdhm16, saturating_left_shift_i16 as saturating_shl16,
+    saturating_rounding_doubling_high_mul_i16 as srdhm16,
+};
 
 /// A 256-entry table of an 8-bit operator, in the NPU's order: entry `i` holds the output
 /// byte for input `i - 128` (int8) or `i` (uint8).
@@ -386,45 +390,6 @@ fn rescale(op: &Op, real: f64, what: &str) -> Result<(i32, i32)> {
     Ok((m, s))
 }
 
-/// TFLite's `DownScaleInt32ToInt16Multiplier`: the Q31 multiplier rounded to Q15.
-fn downscale_to_q15(m: i32) -> i16 {
-    const ROUNDING: i32 = 1 << 15;
-    if m >= i32::MAX - ROUNDING {
-        i16::MAX
-    } else {
-        ((m + ROUNDING) >> 16) as i16
-    }
-}
-
-/// gemmlowp's 16-bit `SaturatingRoundingDoublingHighMul`.
-fn srdhm16(a: i16, b: i16) -> i16 {
-    if a == i16::MIN && b == i16::MIN {
-        return i16::MAX;
-    }
-    let ab = i32::from(a) * i32::from(b);
-    let nudge = if ab >= 0 { 1 << 14 } else { 1 - (1 << 14) };
-    ((ab + nudge) / (1 << 15)) as i16
-}
-
-/// TFLite's `SaturatingDoublingHighMul` (16-bit, truncating toward zero).
-fn sdhm16(a: i16, b: i16) -> i16 {
-    if a == i16::MIN && b == i16::MIN {
-        return i16::MAX;
-    }
-    ((i32::from(a) * i32::from(b)) / (1 << 15)) as i16
-}
-
-/// TFLite's 16-bit `SaturatingLeftShift`.
-fn saturating_shl16(v: i16, amount: i32) -> i16 {
-    (i64::from(v) * (1i64 << amount)).clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16
-}
-
-/// gemmlowp's `RoundingDivideByPOT` on a 16-bit value.
-fn rdpot16(x: i16, exponent: i32) -> i16 {
-    // The 32-bit version gives the same result for values that fit 16 bits.
-    rounding_divide_by_pot(i32::from(x), exponent) as i16
-}
-
 /// TFLite's int8/uint8 HARD_SWISH (`HardSwishPrepare` and `reference_ops::HardSwish`).
 fn hard_swish_table(op: &Op, q: &Quant) -> Result<[u8; 256]> {
     let (si, _) = q.input;
@@ -513,57 +478,6 @@ fn swish_table(op: &Op, q: &Quant, sigmoid: (f32, i32)) -> Result<[u8; 256]> {
         };
         zo.wrapping_add(multiply_by_quantized_multiplier(v * (raw_s - zs), m, s))
     }))
-}
-
-/// gemmlowp's `SaturatingRoundingMultiplyByPOT<exponent>` for `exponent >= 0`.
-fn saturating_shl32(x: i32, exponent: u32) -> i32 {
-    let threshold = i32::MAX >> exponent;
-    if x > threshold {
-        i32::MAX
-    } else if x < -threshold {
-        i32::MIN
-    } else {
-        x << exponent
-    }
-}
-
-/// TFLite's `GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1)` for `value >= 1`:
-/// `1 / sqrt(value)` as a Q31 multiplier and a left shift, by five Newton-Raphson steps in
-/// gemmlowp's Q3.28 fixed point.
-fn inv_sqrt_multiplier(value: i32) -> (i32, i32) {
-    use crate::ir::quant::saturating_rounding_doubling_high_mul as srdhm;
-    if value <= 1 {
-        return (i32::MAX, 0);
-    }
-    let mut input = value;
-    let mut shift = 11i32;
-    while input >= 1 << 29 {
-        input /= 4;
-        shift += 1;
-    }
-    // Normalise into [2^27, 2^29) by whole pairs of bits.
-    let pairs = (input.leading_zeros() - 1) / 2 - 1;
-    shift -= pairs as i32;
-    input <<= 2 * pairs;
-    // Q3.28: the input halved, the constant 1.5 and the starting guess 1.
-    let half_input = rounding_divide_by_pot(input >> 1, 1);
-    let half_three = (1 << 28) + (1 << 27);
-    let mut x = 1i32 << 28;
-    for _ in 0..5 {
-        // x^3 is Q9.22 after two Q3 products: back to Q3 by a saturating shift of 6.
-        let x3 = saturating_shl32(srdhm(srdhm(x, x), x), 6);
-        // Q6 products, their difference back to Q3 by a saturating shift of 3.
-        let d = srdhm(half_three, x).wrapping_sub(srdhm(half_input, x3));
-        x = saturating_shl32(d, 3);
-    }
-    /// sqrt(2) / 2 in Q0.31.
-    const HALF_SQRT_2: i32 = 1_518_500_250;
-    let mut m = srdhm(x, HALF_SQRT_2);
-    if shift < 0 {
-        m = m.wrapping_shl((-shift) as u32);
-        shift = 0;
-    }
-    (m, -shift)
 }
 
 /// TFLite's int8 RSQRT (`RsqrtEvalQuantizedInt8`): `1 / sqrt(x - z_in)` by the integer inverse

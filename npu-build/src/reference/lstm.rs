@@ -16,9 +16,9 @@ use npu_rt::cpu::{Buf, LSTM_SCALES as SCALES, LstmOp, Op as CpuOp};
 use super::util::{node_err, per_tensor};
 use super::{Kernel, Prepared};
 use crate::error::Result;
-use crate::ir::quant::quantize_multiplier;
 use crate::ir::{DType, Graph, LstmAttrs, Op, TensorId};
 use crate::value::Data;
+use npu_rt::fixed::quantize_multiplier;
 
 /// Every parameter of one LSTM operator.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,12 +13,14 @@
 use super::util::{QInt, Rescale, bad_data, node_err, per_tensor, with_qint, zeroed};
 use super::{Kernel, Prepared};
 use crate::error::{Error, Result};
-use crate::ir::quant::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul as srdhm};
-// gemmlowp's exponential and reciprocal live once, in the CPU kernels of the runtime.
 use crate::ir::{DType, Graph, Op};
 use crate::value::Data;
-use npu_rt::cpu::fixed::{exp_on_negative_values, reciprocal};
 use npu_rt::cpu::float::exp_f32;
+// gemmlowp's arithmetic lives once, in the runtime (its CPU kernels run the same softmax).
+use npu_rt::fixed::{
+    exp_on_negative_values, reciprocal, rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul as srdhm,
+};
 
 pub struct Softmax {
     pub(crate) depth: usize,

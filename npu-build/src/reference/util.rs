@@ -2,9 +2,9 @@
 //! broadcasting and error construction.
 
 use crate::error::{Error, Result};
-use crate::ir::quant::{FastMultiplier, quantize_multiplier};
 use crate::ir::{DType, Graph, Op, Quantization, TensorId};
 use crate::value::Data;
+use npu_rt::fixed::{FastMultiplier, quantize_multiplier};
 
 /// An integer element type of quantized activations.
 pub trait QInt: Copy + Default + Send + Sync + 'static {
@@ -173,7 +173,7 @@ impl Rescale {
     /// saturated to i32.
     #[inline(always)]
     pub fn apply_single(self, x: i32) -> i32 {
-        npu_rt::cpu::fixed::multiply_round_once(x, self.multiplier, self.shift)
+        npu_rt::fixed::multiply_round_once(x, self.multiplier, self.shift)
     }
 
     /// `MultiplyByQuantizedMultiplier(x, multiplier, shift)`.

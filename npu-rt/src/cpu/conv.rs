@@ -4,10 +4,10 @@
 
 use super::Elem;
 use super::elem::{Int, with_int};
-use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::float::round_half_away;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::ConvOp;
+use crate::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 
 /// Input row (or column) of kernel tap `k` for output `o`; `None` in the padding.
 #[inline(always)]

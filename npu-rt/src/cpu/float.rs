@@ -4,7 +4,7 @@
 
 use super::MAX_RANK;
 use super::elem::{load_f32, store_f32};
-use super::kernels::operands;
+use super::operands::operands;
 use super::params::{
     FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp, OrtSoftmaxOp,
 };
@@ -416,7 +416,7 @@ pub fn ort_softmax_row(
         sum += at(x(i));
     }
     for i in 0..n {
-        let q = super::fixed::round_ties_even(at(x(i)) * y_scale / sum) as i32 + zp;
+        let q = crate::fixed::round_ties_even(at(x(i)) * y_scale / sum) as i32 + zp;
         let q = q.min(255);
         out(i, if signed { i32::from(q as i8) } else { q.max(0) });
     }

@@ -1,49 +1,13 @@
-//! The kernels behind [`Op::execute`]: operand resolution, then the arithmetic.
+//! The kernels behind [`Op::execute`]: the dispatch to each kernel, and the kernels without a
+//! module of their own (operand resolution is in `operands`).
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::fixed::{
+use super::operands::{operands, volume};
+use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams};
+use crate::fixed::{
     exp_on_negative_values, multiply_by_quantized_multiplier, multiply_round_once, reciprocal,
-    round_ties_even, rounding_divide_by_pot, srdhm,
+    round_ties_even, rounding_divide_by_pot, saturating_rounding_doubling_high_mul as srdhm,
 };
-use super::{
-    BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams, REGION_ARENA, REGION_WEIGHTS,
-};
-
-/// The input slices and the output slice of an operation. The output must be in the arena and
-/// must not overlap an arena input (the compiler gives simultaneously live tensors disjoint
-/// bytes).
-pub(super) fn operands<'a, const N: usize>(
-    weights: &'a [u8],
-    arena: &'a mut [u8],
-    ins: [(Buf, usize); N],
-    out: (Buf, usize),
-) -> Option<([&'a [u8]; N], &'a mut [u8])> {
-    let (yb, ylen) = out;
-    if yb.region != REGION_ARENA {
-        return None;
-    }
-    let s = yb.offset as usize;
-    let e = s.checked_add(ylen)?;
-    if e > arena.len() {
-        return None;
-    }
-    let (left, rest) = arena.split_at_mut(s);
-    let (mid, right) = rest.split_at_mut(ylen);
-    let (left, right): (&'a [u8], &'a [u8]) = (left, right);
-    let mut res: [&'a [u8]; N] = [&[]; N];
-    for (slot, (b, len)) in res.iter_mut().zip(ins) {
-        let o = b.offset as usize;
-        let end = o.checked_add(len)?;
-        *slot = match b.region {
-            REGION_WEIGHTS => weights.get(o..end)?,
-            REGION_ARENA if len == 0 => &[],
-            REGION_ARENA if end <= s => left.get(o..end)?,
-            REGION_ARENA if o >= e => right.get(o - e..end - e)?,
-            _ => return None,
-        };
-    }
-    Some((res, mid))
-}
 
 fn bytes(len: u32, e: Elem) -> Option<usize> {
     (len as usize).checked_mul(e.size())
@@ -225,13 +189,6 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         } => super::lut::act16(x, y, len, (multiplier, shift), tanh, weights, arena),
         Op::Lstm(p) => super::lstm::lstm(&p, weights, arena),
     }
-}
-
-/// Element count of the first `rank` entries of `shape`.
-pub(super) fn volume(shape: &[u32]) -> Option<usize> {
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
 }
 
 #[allow(clippy::too_many_arguments)]

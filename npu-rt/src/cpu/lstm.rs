@@ -12,9 +12,9 @@
 //! done (every cell reads all of `h`).
 
 use super::LstmOp;
-use super::fixed::multiply_by_quantized_multiplier as mbqm;
 use super::{Buf, REGION_ARENA, REGION_WEIGHTS};
 use crate::ethos_u::builtin_act::int16_kernel;
+use crate::fixed::multiply_by_quantized_multiplier as mbqm;
 
 fn region<'a>(b: Buf, weights: &'a [u8], arena: &'a [u8]) -> Option<&'a [u8]> {
     match b.region {

@@ -4,7 +4,7 @@
 //! arithmetic for that operator. int16 LOGISTIC and TANH ([`Op::Act16`](super::Op::Act16))
 //! compute TFLite's fixed-point functions, which the NPU has built in.
 
-use super::kernels::operands;
+use super::operands::operands;
 use super::{Buf, Elem};
 
 /// Entries of a [`Op::Lut8`](super::Op::Lut8) table.

@@ -4,11 +4,11 @@
 //! (`reference::unary`, `reference::pairwise`), which decides every parameter.
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::fixed::multiply_by_quantized_multiplier as mbqm;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::Word;
 use super::words::{Reader, Writer};
 use super::{BinaryParams, Buf, Elem, MAX_RANK};
+use crate::fixed::multiply_by_quantized_multiplier as mbqm;
 
 /// The function of a [`UnaryOp`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,9 +9,9 @@
 use super::Elem;
 use super::MAX_RANK;
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::{ConvOp, MatMulOp};
+use crate::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 
 /// Kernel taps `(k, i)` with `i * s + k == o + pad`, `k < kernel` and `i < size`.
 #[inline(always)]

@@ -28,7 +28,6 @@
 
 mod conv;
 pub mod elem;
-pub mod fixed;
 pub mod float;
 mod kernels;
 mod lstm;
@@ -36,6 +35,7 @@ pub use lstm::SCALES as LSTM_SCALES;
 mod lut;
 pub mod math;
 mod movement;
+mod operands;
 // matmul
 mod matmul;
 mod params;

@@ -1,13 +1,13 @@
 //! Pad, Resize, the parts of a Concat, and Mean: data movement and reduction kernels.
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 use super::float::round_half_away_f32;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::{
     BatchSpaceOp, ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, RemapOp, ResizeOp,
 };
 use super::{Elem, MAX_RANK};
+use crate::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 
 /// Applies `r` in place to `len` integers of type `T` in `y`.
 fn requant_in_place<T: Int>(y: &mut [u8], len: usize, r: OutRequant) {

@@ -178,7 +178,7 @@ record! {
         pub hi: i32,
         pub float_scale: bool,
         /// With fixed-point scales: round `acc * multiplier * 2^(shift - 31)` once, half up
-        /// ([`super::fixed::multiply_round_once`], onnxruntime-quantized models), instead of
+        /// ([`crate::fixed::multiply_round_once`], onnxruntime-quantized models), instead of
         /// TFLite's `MultiplyByQuantizedMultiplier`.
         pub round_once: bool,
     }

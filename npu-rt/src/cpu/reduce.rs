@@ -2,11 +2,11 @@
 //! arithmetic of TFLite's default kernels, as `npu-build`'s reference interpreter decides it.
 
 use super::elem::{Int, with_int};
-use super::fixed::multiply_by_quantized_multiplier;
 use super::float::round_half_away_f32;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::{ArgOp, ReduceMode, ReduceOp};
 use super::{Elem, MAX_RANK};
+use crate::fixed::multiply_by_quantized_multiplier;
 
 /// The low bits of `v` as the integer type `T`, extended back (a C++ narrowing cast).
 fn wrap<T: Int>(v: i32) -> i32 {

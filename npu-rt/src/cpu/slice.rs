@@ -1,7 +1,7 @@
 //! The strided-slice kernel (SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK).
 
 use super::MAX_RANK;
-use super::kernels::{operands, volume};
+use super::operands::{operands, volume};
 use super::params::SliceOp;
 
 /// Runs `p`; `None` when the rank is out of `1..=MAX_RANK`, a step is 0, the box reads outside

@@ -27,8 +27,8 @@ use super::Lowering;
 use super::pool::{clamp, ofm_scale};
 use crate::error::{Error, Result};
 use crate::ethos_u::npu_op::{FeatureMap, InputScaling, Layout, NpuOp, NpuOpKind, Operand2, Scale};
-use crate::ir::quant::quantize_multiplier;
 use crate::ir::{DType, Op, OpKind, Requant, TensorId};
+use npu_rt::fixed::quantize_multiplier;
 
 /// TFLite's left shift of 8-bit Add/Sub inputs.
 const LEFT_SHIFT_8BIT: i32 = 20;

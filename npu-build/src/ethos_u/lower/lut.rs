@@ -6,8 +6,8 @@
 //! (docs/numerics.md, "Softmax"). The 8-bit tables of element-wise functions (sigmoid, tanh, ...)
 //! are the reference interpreter's own (`crate::reference::act_fn`, lowered by `act_fn.rs`).
 
-use crate::ir::quant::{
-    quantize_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul as srdhm,
+use npu_rt::fixed::{
+    exp_on_negative_values, quantize_multiplier, saturating_rounding_doubling_high_mul as srdhm,
 };
 
 /// Integer bits of the scaled input difference (TFLite's `kScaledDiffIntegerBits`).
@@ -62,80 +62,10 @@ pub(super) fn softmax_exp_table(beta: f32, input_scale: f32) -> Option<ExpTable>
         if diff >= diff_min {
             // `diff << left_shift` cannot overflow: |diff| <= radius keeps it below 31 * 2^26.
             let scaled = srdhm(diff.wrapping_mul(1 << left_shift), multiplier);
-            *e = exp_on_negative_values_q5(scaled);
+            *e = exp_on_negative_values(scaled);
         }
     }
     Some(ExpTable { entries, diff_min })
-}
-
-/// gemmlowp's `SaturatingRoundingMultiplyByPOT<exponent>` on a raw 32-bit value.
-fn saturating_mul_pot(x: i32, exponent: i32) -> i32 {
-    match exponent {
-        0 => x,
-        e if e > 0 => {
-            let limit = i32::MAX >> e;
-            if x > limit {
-                i32::MAX
-            } else if x < -limit {
-                i32::MIN
-            } else {
-                x << e
-            }
-        }
-        e => rounding_divide_by_pot(x, -e),
-    }
-}
-
-/// `exp(a)` for Q0.31 `a` in [-1/4, 0): gemmlowp's fourth-order Taylor expansion around -1/8.
-fn exp_between_minus_quarter_and_zero(a: i32) -> i32 {
-    /// exp(-1/8) in Q0.31.
-    const EXP_MINUS_ONE_EIGHTH: i32 = 1_895_147_668;
-    /// 1/3 in Q0.31.
-    const ONE_THIRD: i32 = 715_827_883;
-    let x = a.wrapping_add(1 << 28);
-    let x2 = srdhm(x, x);
-    let x3 = srdhm(x2, x);
-    let x4 = srdhm(x2, x2);
-    let x4_over_4 = saturating_mul_pot(x4, -2);
-    let tail = saturating_mul_pot(
-        srdhm(x4_over_4.wrapping_add(x3), ONE_THIRD).wrapping_add(x2),
-        -1,
-    );
-    EXP_MINUS_ONE_EIGHTH.wrapping_add(srdhm(EXP_MINUS_ONE_EIGHTH, x.wrapping_add(tail)))
-}
-
-/// gemmlowp's `exp_on_negative_values` for a Q5.26 input `a <= 0`, result in Q0.31.
-///
-/// The input is split into its fractional part modulo 1/4 (evaluated by the Taylor expansion)
-/// and a remainder whose set bits multiply in `exp(-2^k)` for k = -2..=4.
-fn exp_on_negative_values_q5(a: i32) -> i32 {
-    const FRACTIONAL_BITS: i32 = 31 - SCALED_DIFF_INTEGER_BITS;
-    /// `(k, exp(-2^k) in Q0.31)`.
-    const BARREL: [(i32, i32); 7] = [
-        (-2, 1_672_461_947),
-        (-1, 1_302_514_674),
-        (0, 790_015_084),
-        (1, 290_630_308),
-        (2, 39_332_535),
-        (3, 720_401),
-        (4, 242),
-    ];
-    if a == 0 {
-        return i32::MAX;
-    }
-    let quarter = 1i32 << (FRACTIONAL_BITS - 2);
-    let a_mod_quarter_minus_quarter = (a & (quarter - 1)).wrapping_sub(quarter);
-    let mut result = exp_between_minus_quarter_and_zero(saturating_mul_pot(
-        a_mod_quarter_minus_quarter,
-        SCALED_DIFF_INTEGER_BITS,
-    ));
-    let remainder = a_mod_quarter_minus_quarter.wrapping_sub(a);
-    for (k, exp_minus_pow2) in BARREL {
-        if remainder & (1 << (FRACTIONAL_BITS + k)) != 0 {
-            result = srdhm(result, exp_minus_pow2);
-        }
-    }
-    result
 }
 
 #[cfg(test)]
@@ -160,15 +90,6 @@ mod tests {
         }
         // The largest entry is exp(0) = 1 in Q0.31.
         assert_eq!(table.entries[255], i32::MAX);
-    }
-
-    #[test]
-    fn exp_values_are_close_to_exp() {
-        for a in [-1i32 << 26, -3 << 25, -(1 << 24) - 12345, -31 << 26, -1] {
-            let got = f64::from(exp_on_negative_values_q5(a)) / 2f64.powi(31);
-            let want = (f64::from(a) / 2f64.powi(26)).exp();
-            assert!((got - want).abs() < 1e-6, "a={a}: {got} vs {want}");
-        }
     }
 
     #[test]

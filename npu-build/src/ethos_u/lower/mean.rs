@@ -24,10 +24,10 @@ use super::super::npu_op::{
 use super::Lowering;
 use super::softmax::{const_i32, elementwise, reshape, scratch_fm};
 use crate::error::Result;
-use crate::ir::quant::quantize_multiplier;
 use crate::ir::{Op, OpKind, ReduceOp};
 use crate::reference::reduce::{Reduce, ReduceMode, scaled_sum};
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, RoundMode};
+use npu_rt::fixed::quantize_multiplier;
 
 /// Rows of one summing convolution.
 const MAX_KERNEL_HEIGHT: usize = 64;
@@ -425,7 +425,7 @@ fn sum_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::quant::multiply_by_quantized_multiplier;
+    use npu_rt::fixed::multiply_by_quantized_multiplier;
 
     /// op_global_avgpool on ethos-u55-128: Vela's int32 constant 0x4DE213F4 (region 0 offset
     /// 0x430) and OFM_SCALE shift 34 (registers.txt), for the model's scales and a 7x7 window.

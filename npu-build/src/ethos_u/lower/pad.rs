@@ -12,8 +12,8 @@ use super::Lowering;
 use super::pool::{as_i16_pairs, copy_op, nop, single_io, slice};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{Activation as NpuActivation, ElemType, FeatureMap, Scale};
-use crate::ir::quant::multiply_by_quantized_multiplier;
 use crate::ir::{DType, Op, OpKind};
+use npu_rt::fixed::multiply_by_quantized_multiplier;
 
 pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     let OpKind::Pad { pads, value } = &op.kind else {
@@ -87,7 +87,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
             format!("rescale factor {real} is outside the OFM_SCALE range"),
         )
     })?;
-    let (m, e) = crate::ir::quant::quantize_multiplier(real);
+    let (m, e) = npu_rt::fixed::quantize_multiplier(real);
     let (lo, hi) = yfm.dtype.range();
     let filled = i64::from(multiply_by_quantized_multiplier(
         value.wrapping_sub(zi),

@@ -26,8 +26,9 @@ use crate::ethos_u::npu_op::{
     Activation as NpuActivation, BufferId, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind,
     Scale,
 };
-use crate::ir::quant::{activation_range, frexp, quantize_multiplier};
+use crate::ir::quant::activation_range;
 use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, TensorId};
+use npu_rt::fixed::{frexp, quantize_multiplier};
 
 /// Largest pooling kernel height and area (Vela's AvgPool/MaxPool limits for Ethos-U55/U65).
 pub(super) const MAX_POOL_KERNEL_H: usize = 256;

@@ -537,7 +537,7 @@ pub(super) mod e2e {
 mod tests {
     use super::*;
     use crate::ir::DType;
-    use crate::ir::quant::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
+    use npu_rt::fixed::{rounding_divide_by_pot, saturating_rounding_doubling_high_mul};
 
     /// The arithmetic the 29 operations perform, one row at a time, with the hardware's
     /// semantics for each step (products of int32 values scaled by `(1, n)` round at bit n;

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use super::constant::Const;
 use super::layout;
 use super::model::Node;
-use super::qdq::{QParams, QuantClasses};
+use super::quant_params::{QParams, QuantClasses};
 use crate::error::{Error, Result};
 use crate::ir::{Activation, DType, Graph, Op, OpKind, Quantization, Requant, Tensor, TensorId};
 
@@ -383,7 +383,7 @@ impl Builder {
             return Ok(id);
         }
         let t = self.g.tensors[id].clone();
-        if super::constant::element_count(shape) != Some(t.elements()) {
+        if super::layout::element_count(shape) != Some(t.elements()) {
             return Err(node.err(format!(
                 "cannot reshape {:?} to {shape:?}: the element counts differ",
                 t.shape
@@ -421,7 +421,7 @@ impl Builder {
         }
         if matches!(p.kind, OpKind::Softmax { .. })
             && p.inner.is_none()
-            && super::island::softmax_in_float(q, dtype)
+            && softmax_in_float(q, dtype)
         {
             // A float island: dequantize, f32 softmax, quantize.
             let tmp = self.finalize_float(p, &format!("{out_name}_float"))?;
@@ -536,6 +536,18 @@ pub(crate) fn describe(q: &Quantization) -> String {
     } else {
         format!("{} per-channel scales", q.scale.len())
     }
+}
+
+/// Whether a Softmax quantized to `q` in `dtype` must run in float: TFLite's integer Softmax
+/// (the NPU's and the int8 CPU kernel's) produces only scale 1/256 with the type's lowest value
+/// as zero point; onnxruntime quantizes softmax outputs to other scales (1/255, zero point -128).
+pub(crate) fn softmax_in_float(q: &Quantization, dtype: DType) -> bool {
+    let lowest = match dtype {
+        DType::I8 => -128,
+        DType::U8 => 0,
+        _ => return true,
+    };
+    !(q.scale.len() == 1 && q.scale() == 1.0 / 256.0 && q.zero_point() == lowest)
 }
 
 /// The activation kinds an op kind can absorb (`None` if it has no fused activation).

@@ -1,6 +1,7 @@
 //! Constant tensors: decoding `TensorProto`s (checked sizes) and the element plumbing that constant
 //! folding and weight re-layout use.
 
+use super::layout::element_count;
 use super::proto::{self, data_type};
 use crate::error::{Error, Result};
 use crate::ir::DType;
@@ -181,11 +182,6 @@ impl Elems {
 pub(crate) struct Const {
     pub dims: Vec<usize>,
     pub elems: Elems,
-}
-
-/// Product of `dims`, `None` on overflow.
-pub(crate) fn element_count(dims: &[usize]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
 }
 
 impl Const {

@@ -4,7 +4,8 @@
 use std::rc::Rc;
 
 use super::builder::{Builder, Val};
-use super::constant::{Const, Elems, MAX_FOLD_ELEMENTS, element_count};
+use super::constant::{Const, Elems, MAX_FOLD_ELEMENTS};
+use super::layout::element_count;
 use super::model::Node;
 use super::ops::elementwise::broadcast;
 use super::ops::shape::transpose_perm;

@@ -6,13 +6,14 @@
 //!
 //! This is the importer's fallback: it runs after every recognition of a known operator or
 //! function (an integer form is always preferred), from one entry point per case:
-//! [`Builder::float_island`] for operators without an integer mapping and
-//! [`softmax_in_float`] for a Softmax whose output quantization is not TFLite's.
+//! [`Builder::float_island`] for operators without an integer mapping and `Builder::finalize`
+//! for a Softmax whose output quantization is not TFLite's (its test, `softmax_in_float`, lives
+//! in `builder` with its one caller).
 
 use super::builder::{Act, Builder, Val};
 use super::model::Node;
 use crate::error::Result;
-use crate::ir::{DType, FloatFn, OpKind, Quantization};
+use crate::ir::{DType, FloatFn, OpKind};
 
 /// Operators the importer computes in float when nothing maps them to integers.
 pub(crate) const FLOAT_ISLAND: &[&str] = &[
@@ -102,16 +103,4 @@ impl Builder {
         )?;
         Ok(true)
     }
-}
-
-/// Whether a Softmax quantized to `q` in `dtype` must run in float: TFLite's integer Softmax
-/// (the NPU's and the int8 CPU kernel's) produces only scale 1/256 with the type's lowest value
-/// as zero point; onnxruntime quantizes softmax outputs to other scales (1/255, zero point -128).
-pub(crate) fn softmax_in_float(q: &Quantization, dtype: DType) -> bool {
-    let lowest = match dtype {
-        DType::I8 => -128,
-        DType::U8 => 0,
-        _ => return true,
-    };
-    !(q.scale.len() == 1 && q.scale() == 1.0 / 256.0 && q.zero_point() == lowest)
 }

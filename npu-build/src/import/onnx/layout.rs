@@ -1,4 +1,4 @@
-//! Permutation arithmetic for the NCHW -> NHWC conversion.
+//! Permutation arithmetic for the NCHW -> NHWC conversion (and the element count of a shape).
 //!
 //! Every activation the importer tracks is an IR tensor plus a permutation `perm` saying how the
 //! ONNX value sees it: `onnx_shape[i] = ir_shape[perm[i]]`. ONNX `Transpose` nodes only change
@@ -6,6 +6,11 @@
 
 /// How an NCHW ONNX value sees an NHWC IR tensor.
 pub(crate) const NCHW_OVER_NHWC: [usize; 4] = [0, 3, 1, 2];
+
+/// Product of `dims`, `None` on overflow.
+pub(crate) fn element_count(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
 
 pub(crate) fn identity(n: usize) -> Vec<usize> {
     (0..n).collect()
@@ -67,7 +72,7 @@ pub(crate) fn transpose_indices(dims: &[usize], perm: &[usize]) -> Option<Vec<us
     if !is_perm(perm, dims.len()) {
         return None;
     }
-    let n = super::constant::element_count(dims)?;
+    let n = element_count(dims)?;
     let rank = dims.len();
     // Row-major strides of the input.
     let mut strides = vec![1usize; rank];

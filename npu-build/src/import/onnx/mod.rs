@@ -12,6 +12,7 @@
 
 mod builder;
 mod constant;
+mod dispatch;
 mod external;
 mod float_fn;
 mod float_ops;
@@ -26,6 +27,7 @@ mod passes;
 pub mod proto;
 mod qdq;
 pub(crate) mod qop;
+mod quant_params;
 #[cfg(test)]
 mod tests;
 

@@ -393,7 +393,7 @@ impl Builder {
             && q.scale.len() == 1
         {
             let alias = format!("{name}/as_dequantized");
-            let qp = super::qdq::QParams {
+            let qp = super::quant_params::QParams {
                 scale: q.scale.clone(),
                 zero_point: q.zero_point.clone(),
                 dtype,

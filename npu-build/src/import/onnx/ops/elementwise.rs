@@ -8,7 +8,7 @@ use super::super::builder::{combine_activations, fused_activation, set_fused_act
 use super::super::constant::Const;
 use super::super::layout;
 use super::super::model::Node;
-use super::super::qdq;
+use super::super::{qdq, quant_params};
 use super::weights::const_layout;
 use crate::error::Result;
 use crate::ir::{Activation, DType, OpKind, TensorId};
@@ -203,7 +203,7 @@ impl Builder {
         if !along_channels || x_q.scale.len() != 1 {
             return Ok(false);
         }
-        let wq = qdq::QParams {
+        let wq = quant_params::QParams {
             scale: w_q.scale.clone(),
             zero_point: w_q.zero_point.clone(),
             dtype: w.dtype,

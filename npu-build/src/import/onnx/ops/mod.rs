@@ -1,4 +1,5 @@
-//! ONNX operators mapped onto the IR: the dispatch table and helpers shared by the operators.
+//! ONNX operators mapped onto the IR: the operator table (`integer_node`, which
+//! `dispatch` tries after the other mappings) and helpers shared by the operators.
 
 mod conv;
 pub(crate) mod elementwise;
@@ -18,71 +19,13 @@ mod transpose_conv;
 use std::rc::Rc;
 
 use super::builder::{Builder, Pending, Val};
-use super::fold;
 use super::model::Node;
 use crate::error::{Error, Result};
 use crate::ir::{OpKind, TensorId};
 
-/// The supported operator list for error messages.
-pub(crate) fn supported_list() -> String {
-    let mut all: Vec<&str> = crate::operators::onnx_names()
-        .chain(fold::FOLDABLE.iter().copied())
-        .chain(super::qop::QOPERATOR.iter().copied())
-        .chain(super::island::FLOAT_ISLAND.iter().copied())
-        .collect();
-    all.sort_unstable();
-    all.dedup();
-    let mut s = all.join(", ");
-    s.push_str(" (constant shape arithmetic only: ");
-    s.push_str(&fold::FOLDABLE.join(", "));
-    s.push(')');
-    s
-}
-
 impl Builder {
-    /// Maps one node (in topological order).
-    pub(crate) fn node(&mut self, n: &Node) -> Result<()> {
-        let microsoft = n.domain == "com.microsoft";
-        if !(n.domain.is_empty() || n.domain == "ai.onnx" || microsoft) {
-            return Err(self.unsupported(n));
-        }
-        if n.op_type == "Cast" && self.cast_index(n)? {
-            return Ok(());
-        }
-        if let Some(up) = self.upgrade_legacy(n)? {
-            return self.node(&up);
-        }
-        // Float islands: operators without an integer mapping, or reading a float tensor.
-        if self.float_op(n)? {
-            return Ok(());
-        }
-        if fold::FOLDABLE.contains(&n.op_type.as_str()) && self.try_fold(n)? {
-            return Ok(());
-        }
-        // QOperator nodes become QDQ nodes; integer tensors read directly get their view.
-        if self.qoperator(n)? {
-            return Ok(());
-        }
-        if microsoft {
-            return Err(self.unsupported(n));
-        }
-        if self.int_passthrough(n)? {
-            return Ok(());
-        }
-        let (ops, tensors) = (self.g.ops.len(), self.g.tensors.len());
-        let mapped = self.integer_node(n);
-        // An integer mapping that failed before emitting anything may still run in float.
-        if mapped.is_err()
-            && (ops, tensors) == (self.g.ops.len(), self.g.tensors.len())
-            && self.float_retry(n)?
-        {
-            return Ok(());
-        }
-        mapped
-    }
-
     /// The integer (or single-function float) mapping of node `n`.
-    fn integer_node(&mut self, n: &Node) -> Result<()> {
+    pub(crate) fn integer_node(&mut self, n: &Node) -> Result<()> {
         match n.op_type.as_str() {
             "QuantizeLinear" => self.quantize_linear(n),
             "DequantizeLinear" => self.dequantize_linear(n),
@@ -122,19 +65,6 @@ impl Builder {
             // The fallback after every known mapping: a float island.
             _ if self.float_island(n)? => Ok(()),
             _ => Err(self.unsupported(n)),
-        }
-    }
-
-    pub(crate) fn unsupported(&self, n: &Node) -> Error {
-        let op = if n.domain.is_empty() {
-            n.op_type.clone()
-        } else {
-            format!("{}.{}", n.domain, n.op_type)
-        };
-        Error::UnsupportedOp {
-            node: n.name.clone(),
-            op,
-            supported: supported_list(),
         }
     }
 

@@ -4,8 +4,8 @@
 use std::rc::Rc;
 
 use super::super::builder::{Act, Builder, QConst, Val};
-use super::super::constant::element_count;
 use super::super::layout;
+use super::super::layout::element_count;
 use super::super::model::Node;
 use super::super::qdq::{self, normalize_axis};
 use super::weights::const_layout;

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use super::super::builder::{Builder, Val};
 use super::super::layout::{self, NCHW_OVER_NHWC};
 use super::super::model::Node;
-use super::super::qdq::QParams;
+use super::super::quant_params::QParams;
 use super::{to_positive, to_usize};
 use crate::error::{Error, Result};
 use crate::ir::{Activation, DType, OpKind, TensorId, TransposeConvAttrs};

@@ -7,7 +7,8 @@ use super::super::builder::{Builder, QConst, Val};
 use super::super::constant::{Const, Elems};
 use super::super::layout;
 use super::super::model::Node;
-use super::super::qdq::{self, QParams};
+use super::super::qdq;
+use super::super::quant_params::QParams;
 use crate::error::Result;
 use crate::ir::{DType, Quantization, TensorId};
 
