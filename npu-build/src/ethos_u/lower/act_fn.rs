@@ -12,7 +12,7 @@
 //! `generate_ofm_scaling_for_pooling`); see `docs/act.md`.
 
 use super::Lowering;
-use super::pool::{lookup, nop};
+use super::op_builders::{lookup, nop};
 use crate::error::Result;
 use crate::ethos_u::npu_op::ElemType;
 use crate::ethos_u::npu_op::{Activation, Builtin, Scale};

@@ -10,7 +10,8 @@
 //! different quantization stay on the CPU.
 
 use super::Lowering;
-use super::pool::{clamp, copy_op, lookup, slice};
+use super::fmap::slice;
+use super::op_builders::{clamp, copy_op, lookup};
 use crate::error::Result;
 use crate::ethos_u::npu_op::ElemType;
 use crate::ir::{Activation, Op, OpKind};

@@ -29,7 +29,9 @@
 use npu_rt::ethos_u::regs::fields::RoundMode;
 
 use super::Lowering;
-use super::pool::{check_window, clamp, is_contiguous, ofm_scale, pieces};
+use super::fmap::is_contiguous;
+use super::op_builders::{clamp, ofm_scale};
+use super::pool::{check_window, pieces};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
     ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind,

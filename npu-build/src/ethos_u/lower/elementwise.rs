@@ -24,7 +24,7 @@
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, RoundMode};
 
 use super::Lowering;
-use super::pool::{clamp, ofm_scale};
+use super::op_builders::{clamp, ofm_scale};
 use crate::error::{Error, Result};
 use crate::ethos_u::npu_op::{FeatureMap, InputScaling, Layout, NpuOp, NpuOpKind, Operand2, Scale};
 use crate::ir::{DType, Op, OpKind, Requant, TensorId};
@@ -441,7 +441,7 @@ pub(super) fn operand2(
     if fm.shape == shape {
         return Ok(Operand2::Tensor(fm));
     }
-    let view = super::pool::view(&fm, shape).ok_or_else(|| {
+    let view = super::fmap::view(&fm, shape).ok_or_else(|| {
         cx.limit(
             op,
             format!(

@@ -44,7 +44,7 @@ fn diff(got: &[u8], want: &[u8], size: usize) -> Option<String> {
 }
 
 fn run_program(g: &Graph, inputs: &[Value]) -> Vec<Vec<u8>> {
-    let p = super::super::lower(g, &ETHOS_U55_128)
+    let p = super::lower(g, &ETHOS_U55_128)
         .unwrap_or_else(|e| panic!("{}: lowering failed: {e}", g.name));
     let bytes: Vec<Vec<u8>> = inputs.iter().map(|v| v.data.to_le_bytes()).collect();
     let mut m = Machine::new(&p, &bytes);
@@ -918,7 +918,7 @@ fn int16_conv_is_a_limit() {
         vec![y],
     );
     // Not lowered (no reference for TFLite's 16x8 kernels): a hardware-limit error, no panic.
-    let err = super::super::lower(&b.g, &ETHOS_U55_128).unwrap_err();
+    let err = super::lower(&b.g, &ETHOS_U55_128).unwrap_err();
     assert!(
         matches!(err, crate::error::Error::HardwareLimit { .. }),
         "{err}"
@@ -1880,7 +1880,7 @@ fn check_graph_on_cpu(mut g: Graph, name: &str) {
     g.name = name.into();
     g.validate()
         .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
-    match super::super::lower(&g, &ETHOS_U55_128) {
+    match super::lower(&g, &ETHOS_U55_128) {
         Err(crate::error::Error::HardwareLimit { .. }) => {}
         Err(e) => panic!("{name}: expected a hardware limit, got {e}"),
         Ok(_) => panic!("{name}: expected a hardware limit, but it lowered"),

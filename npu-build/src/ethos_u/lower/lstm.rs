@@ -21,7 +21,7 @@
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, RoundMode};
 
 use super::Lowering;
-use super::pool::{copy_op, nop};
+use super::op_builders::{copy_op, nop};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
     Activation, Builtin, ChannelScale, ElemType, FeatureMap, InputScaling, Layout, NpuOp,

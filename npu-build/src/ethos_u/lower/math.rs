@@ -32,8 +32,8 @@ use npu_rt::ethos_u::regs::fields::{ElementwiseMode, IfmScaleMode, RoundMode};
 
 use super::Lowering;
 use super::elementwise::{binary_operands, broadcast_hwc, operand2, scalar};
-use super::pool::{clamp, nop, ofm_scale};
-use super::softmax::scratch_fm;
+use super::fmap::scratch_fm;
+use super::op_builders::{clamp, nop, ofm_scale};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
     Activation as NpuActivation, ElemType, FeatureMap, InputScaling, NpuOp, NpuOpKind, Operand2,
@@ -284,7 +284,7 @@ fn lower_prelu(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         let lut = cx.const_buffer(format!("{}/lut", op.name), table.to_vec());
         cx.program
             .ops
-            .push(super::pool::lookup(&op.name, ifm, ofm, lut));
+            .push(super::op_builders::lookup(&op.name, ifm, ofm, lut));
         return Ok(());
     }
     let (sx, zx) = per_tensor(cx, op, x)?;
@@ -516,7 +516,8 @@ fn shifted_scaled(
     r: crate::reference::util::Rescale,
     tag: &str,
 ) -> Result<FeatureMap> {
-    use super::softmax::{const_i32, elementwise as elementwise_op};
+    use super::fmap::const_i32;
+    use super::op_builders::elementwise as elementwise_op;
     let name = op.name.as_str();
     let shape = x.shape;
     let exact_half = r.multiplier == 1 << 30 && r.shift == 0;
@@ -555,7 +556,8 @@ fn shifted_scaled(
 }
 
 fn lower_squared_difference(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
-    use super::softmax::{const_i32, elementwise as elementwise_op};
+    use super::fmap::const_i32;
+    use super::op_builders::elementwise as elementwise_op;
     use crate::reference::pairwise::{PairFn, Pairwise, Quantized};
     let (a, b, y) = two_in_one_out(op)?;
     one_type(cx, op, &[a, b, y], &[DType::I8])?;

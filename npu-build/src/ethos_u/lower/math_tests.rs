@@ -291,7 +291,7 @@ fn squared_difference_on_the_npu() {
 
 #[test]
 fn neg_table_entries() {
-    let t = super::super::super::math::neg_table();
+    let t = super::super::math::neg_table();
     assert_eq!(t[128], 0);
     assert_eq!(t[0] as i8, -128);
     assert_eq!(t[255] as i8, -127);
@@ -361,7 +361,7 @@ fn alternating_broadcast_falls_back_to_the_cpu() {
     };
     let y: &[usize] = &[2, 3, 4, 5];
     let g = binary_graph(add, (y, 0.05, 2), (&[2, 1, 4, 1], 0.02, -3), (y, 0.06, 1));
-    let e = super::super::super::lower(&g, &ETHOS_U55_128).expect_err("no NPU form");
+    let e = super::super::lower(&g, &ETHOS_U55_128).expect_err("no NPU form");
     assert!(
         matches!(e, crate::error::Error::HardwareLimit { .. }),
         "{e}"
@@ -481,7 +481,7 @@ fn prelu_with_one_alpha_is_one_table() {
             (0.02, 0)
         };
         let g = prelu_graph(dtype, s, shape, &alpha, qa);
-        let p = super::super::super::lower(&g, &ETHOS_U55_128).expect("lowers");
+        let p = super::super::lower(&g, &ETHOS_U55_128).expect("lowers");
         assert_eq!(p.ops.len(), 1, "{tag}: one table operation");
         assert!(p.ops[0].activation.lut.is_some(), "{tag}");
         check_graph(g, &format!("prelu_table_{tag}"));

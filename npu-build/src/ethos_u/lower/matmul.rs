@@ -14,8 +14,9 @@
 use npu_rt::ethos_u::regs::fields::{ElementwiseMode, PoolingMode};
 
 use super::Lowering;
-use super::pool::copy_op;
-use super::softmax::{pool_op, reshape, scratch_fm};
+use super::fmap::{reshape, scratch_fm};
+use super::op_builders::copy_op;
+use super::op_builders::pool_op;
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
     Activation as NpuActivation, ElemType, FeatureMap, InputScaling, NpuOp, NpuOpKind, Operand2,
@@ -232,7 +233,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, &t)| random(&g.tensors[t].shape, seed * 7 + i as u64))
                 .collect();
-            super::super::softmax::e2e::check_inputs(g, &inputs, &format!("seed {seed}"));
+            super::super::e2e::check_inputs(g, &inputs, &format!("seed {seed}"));
         }
     }
 

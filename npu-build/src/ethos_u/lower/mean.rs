@@ -22,7 +22,8 @@ use super::super::npu_op::{
     ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
 };
 use super::Lowering;
-use super::softmax::{const_i32, elementwise, reshape, scratch_fm};
+use super::fmap::{const_i32, reshape, scratch_fm};
+use super::op_builders::elementwise;
 use crate::error::Result;
 use crate::ir::{Op, OpKind, ReduceOp};
 use crate::reference::reduce::{Reduce, ReduceMode, scaled_sum};
@@ -496,7 +497,7 @@ mod tests {
                 (false, _) => Some(d),
             })
             .collect();
-        super::super::softmax::e2e::graph(
+        super::super::e2e::graph(
             OpKind::Mean {
                 axes: axes.to_vec(),
                 keep_dims,
@@ -511,7 +512,7 @@ mod tests {
     #[test]
     fn mean_on_the_virtual_npu_equals_reference() {
         use crate::ir::DType::{I8, U8};
-        let check = super::super::softmax::e2e::check;
+        let check = super::super::e2e::check;
         check(&mean(
             &[1, 100, 100, 8],
             &[1, 2],

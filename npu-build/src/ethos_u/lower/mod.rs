@@ -19,11 +19,13 @@ mod act_fn;
 mod concat;
 mod conv;
 mod elementwise;
+mod fmap;
 mod lstm;
 mod lut;
 mod math;
 mod matmul;
 mod mean;
+mod op_builders;
 mod pad;
 mod permute;
 mod pool;
@@ -421,6 +423,11 @@ fn lower_op(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         | OpKind::Minimum
         | OpKind::SquaredDifference
         | OpKind::Prelu => math::lower(cx, op),
+        // SUM shares MEAN's lowering (a scaled sum).
+        OpKind::Reduce {
+            op: crate::ir::ReduceOp::Sum,
+            ..
+        } => mean::lower(cx, op),
         OpKind::Reduce { .. } | OpKind::ArgMinMax { .. } => reduce::lower(cx, op),
         OpKind::FloatUnary(_)
         | OpKind::FloatBinary(_)
@@ -466,3 +473,14 @@ fn lower_reshape(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         },
     )
 }
+
+#[cfg(test)]
+mod e2e;
+
+#[cfg(test)]
+#[path = "exec_model.rs"]
+mod exec_model;
+
+#[cfg(test)]
+#[path = "lowering_tests.rs"]
+mod lowering_tests;

@@ -9,7 +9,8 @@
 use npu_rt::ethos_u::regs::fields::RoundMode;
 
 use super::Lowering;
-use super::pool::{as_i16_pairs, copy_op, nop, single_io, slice};
+use super::fmap::{as_i16_pairs, slice};
+use super::op_builders::{copy_op, nop, single_io};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{Activation as NpuActivation, ElemType, FeatureMap, Scale};
 use crate::ir::{DType, Op, OpKind};
@@ -81,7 +82,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
         return Err(cx.limit(op, "requantizing an i32 Pad"));
     }
     let real = f64::from(si) / f64::from(so);
-    let scale = super::pool::ofm_scale(real).ok_or_else(|| {
+    let scale = super::op_builders::ofm_scale(real).ok_or_else(|| {
         cx.limit(
             op,
             format!("rescale factor {real} is outside the OFM_SCALE range"),

@@ -19,7 +19,7 @@
 //! CPU.
 
 use super::Lowering;
-use super::pool::copy_op;
+use super::op_builders::copy_op;
 use crate::error::Result;
 use crate::ethos_u::npu_op::{FeatureMap, Layout};
 use crate::ir::{Op, OpKind, PadMode, TensorId};

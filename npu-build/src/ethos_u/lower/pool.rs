@@ -18,17 +18,17 @@
 //!   1x1 AVERAGE pool with `OFM_SCALE = QuantizeMultiplier(s_in / s_out)` and DBL rounding,
 //!   which is TFLite's `MultiplyByQuantizedMultiplier` bit for bit.
 
-use npu_rt::ethos_u::regs::fields::{ActivationClipRange, PoolingMode, RoundMode};
+use npu_rt::ethos_u::regs::fields::{PoolingMode, RoundMode};
+use npu_rt::fixed::frexp;
 
 use super::Lowering;
+use super::fmap::{slice, view};
+use super::op_builders::{clamp, copy_op, nop, ofm_scale, single_io};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation as NpuActivation, BufferId, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind,
-    Scale,
+    Activation as NpuActivation, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
 };
-use crate::ir::quant::activation_range;
 use crate::ir::{Activation, DType, Op, OpKind, Padding, PoolAttrs, TensorId};
-use npu_rt::fixed::{frexp, quantize_multiplier};
 
 /// Largest pooling kernel height and area (Vela's AvgPool/MaxPool limits for Ethos-U55/U65).
 pub(super) const MAX_POOL_KERNEL_H: usize = 256;
@@ -425,18 +425,6 @@ pub(super) fn lower_copy(cx: &mut Lowering<'_>, op: &Op, x: TensorId, y: TensorI
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------------
-// Helpers shared by the other lowerings.
-// ---------------------------------------------------------------------------------------------
-
-/// The single input and output of `op`.
-pub(super) fn single_io(op: &Op) -> Result<(TensorId, TensorId)> {
-    match (op.inputs.as_slice(), op.outputs.as_slice()) {
-        ([x], [y]) => Ok((*x, *y)),
-        _ => Err(Lowering::invalid(op, "expects one input and one output")),
-    }
-}
-
 /// The common integer element type of `x` and `y` (i8, u8 or i16).
 fn same_int_type(cx: &Lowering<'_>, op: &Op, x: TensorId, y: TensorId) -> Result<ElemType> {
     let g = cx.graph;
@@ -456,24 +444,6 @@ fn same_int_type(cx: &Lowering<'_>, op: &Op, x: TensorId, y: TensorId) -> Result
             format!("pooling takes i8, u8 and i16 feature maps, not {other}"),
         )),
     }
-}
-
-/// A real multiplier as OFM_SCALE: TFLite's `QuantizeMultiplier` mantissa, and its exponent as
-/// a right shift `31 - exponent` in 0..=63. None if out of range (negative, not finite, or so
-/// large that it would need a left shift).
-pub(super) fn ofm_scale(real: f64) -> Option<Scale> {
-    if !(real.is_finite() && real >= 0.0) {
-        return None;
-    }
-    let (m, e) = quantize_multiplier(real);
-    if m == 0 {
-        return Some(Scale { scale: 0, shift: 0 });
-    }
-    let shift = 31 - e;
-    (0..=63).contains(&shift).then_some(Scale {
-        scale: m as u32,
-        shift: shift as u8,
-    })
 }
 
 /// The scale of a requantization from `x`'s quantization to `y`'s: TFLite's Quantize/Requantize
@@ -513,157 +483,6 @@ pub(super) fn pooling_scale(n: usize) -> Scale {
         scale: scale.min(u32::MAX as u128) as u32,
         shift: (31 + e) as u8,
     }
-}
-
-/// The clamp of the fused activation `act` on output `y` (TFLite's
-/// `CalculateActivationRangeQuantized`), as ACTIVATION_MIN/MAX.
-pub(super) fn clamp(
-    cx: &Lowering<'_>,
-    op: &Op,
-    act: Activation,
-    y: TensorId,
-    dtype: ElemType,
-) -> Result<NpuActivation> {
-    if dtype == ElemType::I32 {
-        if act != Activation::None {
-            return Err(cx.limit(op, "a fused activation on an i32 output"));
-        }
-        return Ok(NpuActivation::none(dtype));
-    }
-    let (scale, zero_point) = cx.quant(y);
-    let ir_dtype = match dtype {
-        ElemType::I8 => DType::I8,
-        ElemType::U8 => DType::U8,
-        ElemType::I16 => DType::I16,
-        ElemType::I32 => DType::I32,
-    };
-    let (lo, hi) = activation_range(act, scale, zero_point, ir_dtype);
-    Ok(NpuActivation {
-        min: lo,
-        // An empty range clamps everything to the lower bound, as the reference does.
-        max: hi.max(lo),
-        clip_range: ActivationClipRange::OfmPrecision,
-        lut: None,
-        builtin: None,
-    })
-}
-
-/// A 1x1 AVERAGE pool: `ofm = clamp(zp_out + scale(ifm - zp_in))`.
-pub(super) fn nop(
-    name: &str,
-    ifm: FeatureMap,
-    ofm: FeatureMap,
-    scale: Scale,
-    round: RoundMode,
-    activation: NpuActivation,
-) -> NpuOp {
-    NpuOp::new(name, NpuOpKind::Pool(PoolingMode::Average), ifm, ofm)
-        .with_scale(scale)
-        .with_ofm_round(round)
-        .with_activation(activation)
-}
-
-/// A table lookup: a 1x1 AVERAGE pool with unit scale and zero points 0, so the output stage
-/// indexes table `lut` with the raw input value (8-bit tables; 16-bit interpolating tables for
-/// 16-bit OFMs).
-pub(super) fn lookup(name: &str, mut ifm: FeatureMap, mut ofm: FeatureMap, lut: BufferId) -> NpuOp {
-    ifm.zero_point = 0;
-    ofm.zero_point = 0;
-    let activation = NpuActivation::table(ofm.dtype, lut);
-    nop(name, ifm, ofm, Scale::UNIT, RoundMode::Natural, activation)
-}
-
-/// A memory copy of `ifm` into `ofm` (same shape and type): a 1x1 AVERAGE pool with zero points
-/// 0, unit scale and NATURAL rounding. 32-bit elements are copied as pairs of 16-bit ones.
-pub(super) fn copy_op(name: &str, ifm: FeatureMap, ofm: FeatureMap) -> Result<NpuOp> {
-    let (mut ifm, mut ofm) = (ifm, ofm);
-    if ifm.shape != ofm.shape || ifm.dtype != ofm.dtype {
-        return Err(crate::error::Error::Internal(format!(
-            "{name}: copy of {:?} {:?} into {:?} {:?}",
-            ifm.shape, ifm.dtype, ofm.shape, ofm.dtype
-        )));
-    }
-    if ifm.dtype == ElemType::I32 {
-        ifm = as_i16_pairs(&ifm).ok_or_else(|| not_nhwc(name))?;
-        ofm = as_i16_pairs(&ofm).ok_or_else(|| not_nhwc(name))?;
-    }
-    ifm.zero_point = 0;
-    ofm.zero_point = 0;
-    let activation = NpuActivation::none(ofm.dtype);
-    Ok(nop(
-        name,
-        ifm,
-        ofm,
-        Scale::UNIT,
-        RoundMode::Natural,
-        activation,
-    ))
-}
-
-fn not_nhwc(name: &str) -> crate::error::Error {
-    crate::error::Error::Internal(format!("{name}: 32-bit copies need NHWC feature maps"))
-}
-
-/// A 32-bit NHWC feature map seen as 16-bit elements with twice the depth (the pooling unit
-/// moves at most 16-bit elements).
-pub(super) fn as_i16_pairs(fm: &FeatureMap) -> Option<FeatureMap> {
-    if fm.layout != Layout::Nhwc || fm.dtype != ElemType::I32 {
-        return None;
-    }
-    let [h, w, c] = fm.shape;
-    Some(FeatureMap {
-        shape: [h, w, c * 2],
-        strides: [fm.strides[0], fm.strides[1], 2],
-        dtype: ElemType::I16,
-        zero_point: 0,
-        ..fm.clone()
-    })
-}
-
-/// The box of `fm` starting at `origin` (`[y, x, c]`) with size `shape`; strides are kept.
-pub(super) fn slice(fm: &FeatureMap, origin: [usize; 3], shape: [usize; 3]) -> Result<FeatureMap> {
-    let fits = (0..3).all(|i| origin[i] + shape[i] <= fm.shape[i]);
-    // In the brick layout a box must start on a brick boundary in depth.
-    let depth_ok = fm.layout == Layout::Nhwc || origin[2].is_multiple_of(16);
-    if !fits || !depth_ok {
-        return Err(crate::error::Error::Internal(format!(
-            "slice {origin:?}+{shape:?} of a {:?} {:?} feature map",
-            fm.shape, fm.layout
-        )));
-    }
-    let depth = match fm.layout {
-        Layout::Nhwc => origin[2] * fm.strides[2],
-        Layout::Nhcwb16 => origin[2] / 16 * fm.strides[2],
-    };
-    let offset = fm.offset + origin[0] * fm.strides[0] + origin[1] * fm.strides[1] + depth;
-    Ok(FeatureMap {
-        offset,
-        shape,
-        ..fm.clone()
-    })
-}
-
-/// True if `fm` is a contiguous NHWC block (its bytes are those of a dense tensor of its shape).
-pub(super) fn is_contiguous(fm: &FeatureMap) -> bool {
-    let [h, w, c] = fm.shape;
-    let e = fm.dtype.bytes();
-    fm.layout == Layout::Nhwc
-        && (c <= 1 || fm.strides[2] == e)
-        && (w <= 1 || fm.strides[1] == c * e)
-        && (h <= 1 || fm.strides[0] == w * c * e)
-}
-
-/// `fm` re-viewed as a dense tensor of `shape` (same element count), if it is contiguous.
-pub(super) fn view(fm: &FeatureMap, shape: [usize; 3]) -> Option<FeatureMap> {
-    if !is_contiguous(fm) || shape.iter().product::<usize>() != fm.elements() {
-        return None;
-    }
-    let e = fm.dtype.bytes();
-    Some(FeatureMap {
-        shape,
-        strides: [shape[1] * shape[2] * e, shape[2] * e, e],
-        ..fm.clone()
-    })
 }
 
 /// Checks that the output fits the padded input for this kernel: `(out - 1) * stride +
@@ -835,16 +654,10 @@ pub(super) fn pieces(
 }
 
 #[cfg(test)]
-#[path = "exec_model.rs"]
-mod exec_model;
-
-#[cfg(test)]
-#[path = "lowering_tests.rs"]
-mod lowering_tests;
-
-#[cfg(test)]
 mod tests {
+    use super::super::fmap::{as_i16_pairs, is_contiguous};
     use super::*;
+    use crate::ethos_u::npu_op::BufferId;
 
     /// TFLite's reference average: sum rounded half away from zero by integer division.
     fn tflite_average(sum: i64, n: i64) -> i64 {

@@ -28,7 +28,8 @@ use super::super::npu_op::{
     ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, Layout, NpuOp, NpuOpKind, Scale,
 };
 use super::Lowering;
-use super::softmax::{pool_op, scratch_fm};
+use super::fmap::scratch_fm;
+use super::op_builders::pool_op;
 use crate::error::Result;
 use crate::ir::{Op, OpKind, ResizeMode};
 
@@ -383,7 +384,7 @@ mod tests {
         out: &[usize],
         dtype: crate::ir::DType,
     ) -> crate::ir::Graph {
-        super::super::softmax::e2e::graph(
+        super::super::e2e::graph(
             OpKind::Resize {
                 mode,
                 align_corners,
@@ -399,7 +400,7 @@ mod tests {
     fn resize_on_the_virtual_npu_equals_reference() {
         use crate::ir::DType::{I8, U8};
         use ResizeMode::{Bilinear, Nearest};
-        let check = super::super::softmax::e2e::check;
+        let check = super::super::e2e::check;
         check(&resize(
             Nearest,
             false,
@@ -511,7 +512,7 @@ mod tests {
     fn unaligned_bilinear_on_the_virtual_npu_equals_reference() {
         use crate::ir::DType::{I8, U8};
         use ResizeMode::Bilinear;
-        let check = super::super::softmax::e2e::check;
+        let check = super::super::e2e::check;
         check(&resize(
             Bilinear,
             false,

@@ -9,7 +9,8 @@
 //! negative step (our feature-map strides are unsigned; the hardware's are not, see
 //! `docs/movea.md`), and boxes that cut a leading dimension the `[H, W, C]` view folds away.
 
-use super::pool::{copy_op, single_io, view};
+use super::fmap::view;
+use super::op_builders::{copy_op, single_io};
 use super::{Layout, Lowering};
 use crate::error::Result;
 use crate::ir::{Op, OpKind};

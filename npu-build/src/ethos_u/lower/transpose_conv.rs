@@ -27,7 +27,9 @@
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
 use super::conv::{channel_scales, check_ifm_type, finish_weights, io, raw_weights, weight_quant};
-use super::pool::{MAX_PAD, clamp, slice};
+use super::fmap::slice;
+use super::op_builders::clamp;
+use super::pool::MAX_PAD;
 use super::{Layout, Lowering};
 use crate::error::Result;
 use crate::ethos_u::npu_op::{FeatureMap, Kernel, NpuOp, NpuOpKind};

@@ -123,7 +123,7 @@ fn lstm_batches_time_major_cell_scales_and_clips() {
     ];
     for (k, (dims, tm, shift, clip, xs, npu)) in cases.into_iter().enumerate() {
         let g = lstm_graph(&mut rng, dims, tm, shift, clip, xs);
-        let lowered = super::super::super::lower(&g, &ETHOS_U55_128);
+        let lowered = super::super::lower(&g, &ETHOS_U55_128);
         assert_eq!(lowered.is_ok(), npu, "lstm{k}: {:?}", lowered.err());
         // The test-only execution model does not model the LSTM's operations (int16
         // fully-connected outputs, the built-in functions after an ADD); the simulator does.
@@ -142,7 +142,7 @@ fn stacked_lstms() {
     add_lstm(&mut b, &mut rng, y1, (2, 5, 8, 4), false, -13, 2.0, true);
     let g = b.g;
     assert_eq!(g.variables.len(), 4);
-    let lowered = super::super::super::lower(&g, &ETHOS_U55_128);
+    let lowered = super::super::lower(&g, &ETHOS_U55_128);
     assert!(lowered.is_ok(), "{:?}", lowered.err());
     check_graph_with(g, "stacked_lstms", false);
 }

@@ -12,7 +12,7 @@ fn check(mut g: Graph, name: &str, npu: bool) {
     g.name = name.into();
     g.validate()
         .unwrap_or_else(|e| panic!("{name}: invalid test graph: {e}"));
-    let lowered = super::super::super::lower(&g, &npu_rt::ethos_u::config::ETHOS_U55_128);
+    let lowered = super::super::lower(&g, &npu_rt::ethos_u::config::ETHOS_U55_128);
     assert_eq!(
         lowered.is_ok(),
         npu,
