@@ -553,83 +553,74 @@ fn state_items(api: &ModelApi) -> (TokenStream, TokenStream) {
 fn run_fns(uses_fast_scratch: bool, body: TokenStream) -> TokenStream {
     // A model with a fast scratch (region 2: the SRAM when the arena is in DRAM) takes it as a
     // parameter of its own, so the caller places it in the NPU's SRAM.
-    if uses_fast_scratch {
-        quote! {
-            /// The fast scratch (region 2): intermediate feature maps the compiler placed in
-            /// the NPU's SRAM (the arena is in DRAM in this memory mode). Place it in a `static`
-            /// in that SRAM.
-            #[repr(C, align(16))]
-            pub struct FastScratch(pub [u8; FAST_SCRATCH_SIZE]);
+    let (fast_struct, fast_param, fast_arg, fast_slice, with_fast) = if uses_fast_scratch {
+        (
+            quote! {
+                /// The fast scratch (region 2): intermediate feature maps the compiler placed in
+                /// the NPU's SRAM (the arena is in DRAM in this memory mode). Place it in a
+                /// `static` in that SRAM.
+                #[repr(C, align(16))]
+                pub struct FastScratch(pub [u8; FAST_SCRATCH_SIZE]);
 
-            impl FastScratch {
-                /// A zeroed fast scratch (usable in `static` initializers).
-                pub const fn new() -> Self {
-                    FastScratch([0; FAST_SCRATCH_SIZE])
+                impl FastScratch {
+                    /// A zeroed fast scratch (usable in `static` initializers).
+                    pub const fn new() -> Self {
+                        FastScratch([0; FAST_SCRATCH_SIZE])
+                    }
                 }
-            }
 
-            impl Default for FastScratch {
-                fn default() -> Self {
-                    Self::new()
+                impl Default for FastScratch {
+                    fn default() -> Self {
+                        Self::new()
+                    }
                 }
-            }
-
-            /// Runs the model: copies `input` into the arena, runs the command stream(s) on `npu`
-            /// with `fast` as the fast scratch (and the CPU operators, if any, in between), and
-            /// returns the outputs.
-            pub fn run<N: npu_rt::Npu + ?Sized>(
-                npu: &mut N,
-                arena: &mut Arena,
-                fast: &mut FastScratch,
-                input: &Input,
-            ) -> Result<Output, npu_rt::Error> {
-                let mut output = Output::zeroed();
-                run_into(npu, arena, fast, input, &mut output)?;
-                Ok(output)
-            }
-
-            /// Like [`run`], writing the outputs into `output` (no copy of the output struct).
-            pub fn run_into<N: npu_rt::Npu + ?Sized>(
-                npu: &mut N,
-                arena: &mut Arena,
-                fast: &mut FastScratch,
-                input: &Input,
-                output: &mut Output,
-            ) -> Result<(), npu_rt::Error> {
-                let arena = &mut arena.0[..];
-                let fast = &mut fast.0[..];
-                let _ = &fast;
-                #body
-                Ok(())
-            }
-        }
+            },
+            quote!(fast: &mut FastScratch,),
+            quote!(fast,),
+            quote!(let fast = &mut fast.0[..];),
+            " with `fast` as the fast scratch",
+        )
     } else {
-        quote! {
-            /// Runs the model: copies `input` into the arena, runs the command stream(s) on `npu`
-            /// (and the CPU operators, if any, in between), and returns the outputs.
-            pub fn run<N: npu_rt::Npu + ?Sized>(
-                npu: &mut N,
-                arena: &mut Arena,
-                input: &Input,
-            ) -> Result<Output, npu_rt::Error> {
-                let mut output = Output::zeroed();
-                run_into(npu, arena, input, &mut output)?;
-                Ok(output)
-            }
+        (
+            quote!(),
+            quote!(),
+            quote!(),
+            quote!(let fast: &mut [u8] = &mut [];),
+            "",
+        )
+    };
+    let run_doc = format!(
+        "Runs the model: copies `input` into the arena, runs the command stream(s) on `npu`{with_fast} \
+         (and the CPU operators, if any, in between), and returns the outputs."
+    );
+    quote! {
+        #fast_struct
 
-            /// Like [`run`], writing the outputs into `output` (no copy of the output struct).
-            pub fn run_into<N: npu_rt::Npu + ?Sized>(
-                npu: &mut N,
-                arena: &mut Arena,
-                input: &Input,
-                output: &mut Output,
-            ) -> Result<(), npu_rt::Error> {
-                let arena = &mut arena.0[..];
-                let fast: &mut [u8] = &mut [];
-                let _ = &fast;
-                #body
-                Ok(())
-            }
+        #[doc = #run_doc]
+        pub fn run<N: npu_rt::Npu + ?Sized>(
+            npu: &mut N,
+            arena: &mut Arena,
+            #fast_param
+            input: &Input,
+        ) -> Result<Output, npu_rt::Error> {
+            let mut output = Output::zeroed();
+            run_into(npu, arena, #fast_arg input, &mut output)?;
+            Ok(output)
+        }
+
+        /// Like [`run`], writing the outputs into `output` (no copy of the output struct).
+        pub fn run_into<N: npu_rt::Npu + ?Sized>(
+            npu: &mut N,
+            arena: &mut Arena,
+            #fast_param
+            input: &Input,
+            output: &mut Output,
+        ) -> Result<(), npu_rt::Error> {
+            let arena = &mut arena.0[..];
+            #fast_slice
+            let _ = &fast;
+            #body
+            Ok(())
         }
     }
 }

@@ -599,6 +599,17 @@ fn unary(g: &Graph, op: &Op, func: UnaryFn, at: &mut dyn Operands) -> Result<Cpu
     }))
 }
 
+/// An operand's shape right-aligned to the output's rank `out` (leading 1s), as the kernels'
+/// six-axis broadcast takes it.
+fn right_aligned(op: &Op, s: &[usize], out: &[usize]) -> Result<[u32; MAX_RANK]> {
+    let mut r = [1u32; MAX_RANK];
+    let skip = out.len() - s.len().min(out.len());
+    for (d, &v) in r[skip..out.len()].iter_mut().zip(s) {
+        *d = u32_of(op, v)?;
+    }
+    Ok(r)
+}
+
 /// Maximum/Minimum/SquaredDifference/PRelu with the reference interpreter's preparation
 /// (`reference::pairwise`).
 fn pairwise(g: &Graph, op: &Op, func: PairFn, at: &mut dyn Operands) -> Result<CpuOp> {
@@ -607,15 +618,10 @@ fn pairwise(g: &Graph, op: &Op, func: PairFn, at: &mut dyn Operands) -> Result<C
     let elem = elem(op, g, o)?;
     let osh = &g.tensors[o].shape;
     let (rank, _) = shape6(op, osh)?;
-    let aligned = |s: &[usize]| -> Result<[u32; MAX_RANK]> {
-        let mut r = [1u32; MAX_RANK];
-        let skip = osh.len() - s.len().min(osh.len());
-        for (d, &v) in r[skip..osh.len()].iter_mut().zip(s) {
-            *d = u32_of(op, v)?;
-        }
-        Ok(r)
-    };
-    let (a_shape, b_shape) = (aligned(&g.tensors[a].shape)?, aligned(&g.tensors[b].shape)?);
+    let (a_shape, b_shape) = (
+        right_aligned(op, &g.tensors[a].shape, osh)?,
+        right_aligned(op, &g.tensors[b].shape, osh)?,
+    );
     let (lo, hi) = elem.int_range().unwrap_or((0, 0));
     let mut p = BinaryParams {
         lo,
@@ -841,16 +847,10 @@ fn binary(
     }
     let osh = &g.tensors[o].shape;
     let (rank, _) = shape6(op, osh)?;
-    // Shapes right-aligned to the output's rank (leading 1s).
-    let aligned = |s: &[usize]| -> Result<[u32; MAX_RANK]> {
-        let mut r = [1u32; MAX_RANK];
-        let skip = osh.len() - s.len().min(osh.len());
-        for (d, &v) in r[skip..osh.len()].iter_mut().zip(s) {
-            *d = u32_of(op, v)?;
-        }
-        Ok(r)
-    };
-    let (a_shape, b_shape) = (aligned(&g.tensors[a].shape)?, aligned(&g.tensors[b].shape)?);
+    let (a_shape, b_shape) = (
+        right_aligned(op, &g.tensors[a].shape, osh)?,
+        right_aligned(op, &g.tensors[b].shape, osh)?,
+    );
     let (lo, hi) = clamp_to(elem, bin.act);
     let mut p = BinaryParams {
         za: bin.za,

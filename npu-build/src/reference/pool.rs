@@ -1,7 +1,8 @@
 //! AveragePool, MaxPool and Mean.
 
 use super::util::{
-    QInt, Rescale, bad_data, is_qint, node_err, per_tensor, same_quant, strides, with_qint, zeroed,
+    QInt, Rescale, bad_data, is_qint, node_err, per_tensor, reduced_shape, same_quant, strides,
+    with_qint, zeroed,
 };
 use super::{Kernel, Prepared};
 use crate::error::Result;
@@ -265,16 +266,7 @@ impl Mean {
         for &a in axes {
             reduced[a] = true;
         }
-        let expect: Vec<usize> = xt
-            .shape
-            .iter()
-            .zip(&reduced)
-            .filter_map(|(&d, &r)| match (r, keep_dims) {
-                (true, true) => Some(1),
-                (true, false) => None,
-                (false, _) => Some(d),
-            })
-            .collect();
+        let expect = reduced_shape(&xt.shape, &reduced, keep_dims);
         if expect.iter().product::<usize>() != ot.elements() {
             return Err(node_err(
                 op,

@@ -15,7 +15,9 @@
 //! - ARG_MAX / ARG_MIN keep the first index on ties.
 
 use super::movement::Requant;
-use super::util::{QInt, bad_data, node_err, per_tensor, same_quant, strides, with_qint, zeroed};
+use super::util::{
+    QInt, bad_data, node_err, per_tensor, reduced_shape, same_quant, strides, with_qint, zeroed,
+};
 use super::{Kernel, Prepared};
 use crate::error::Result;
 use crate::ir::{DType, Graph, Op, ReduceOp};
@@ -77,16 +79,7 @@ pub(crate) fn reduced_dims(
             }
         }
     }
-    let expect: Vec<usize> = xt
-        .shape
-        .iter()
-        .zip(&reduced)
-        .filter_map(|(&d, &r)| match (r, keep_dims) {
-            (true, true) => Some(1),
-            (true, false) => None,
-            (false, _) => Some(d),
-        })
-        .collect();
+    let expect = reduced_shape(&xt.shape, &reduced, keep_dims);
     if expect.iter().product::<usize>() != ot.elements() {
         return Err(node_err(
             op,

@@ -303,3 +303,17 @@ pub fn for_each_broadcast(
 pub fn bad_data() -> Error {
     Error::Internal("internal error: tensor data of an unexpected type".into())
 }
+
+/// `shape` reduced over the axes marked in `reduced`: each such axis becomes 1 with `keep_dims`
+/// and is dropped without.
+pub fn reduced_shape(shape: &[usize], reduced: &[bool], keep_dims: bool) -> Vec<usize> {
+    shape
+        .iter()
+        .zip(reduced)
+        .filter_map(|(&d, &r)| match (r, keep_dims) {
+            (true, true) => Some(1),
+            (true, false) => None,
+            (false, _) => Some(d),
+        })
+        .collect()
+}

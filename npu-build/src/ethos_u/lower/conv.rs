@@ -80,12 +80,16 @@ pub(super) fn io(op: &Op) -> Result<Io> {
     Ok(Io { x, w, bias, y })
 }
 
-fn conv2d(cx: &mut Lowering<'_>, op: &Op, attrs: &ConvAttrs) -> Result<()> {
-    let io = io(op)?;
-    let xfm = cx.fm(op, io.x)?;
-    let yfm = cx.fm(op, io.y)?;
-    check_ifm_type(cx, op, &xfm)?;
-    let wshape = cx.graph.tensors[io.w].shape.clone();
+/// The `[O, KH, KW, I]` weight shape of a (transposed) convolution, checked against its input
+/// and output depths.
+pub(super) fn ohwi(
+    cx: &Lowering<'_>,
+    op: &Op,
+    w: TensorId,
+    xfm: &FeatureMap,
+    yfm: &FeatureMap,
+) -> Result<[usize; 4]> {
+    let wshape = &cx.graph.tensors[w].shape;
     let [o, kh, kw, i] = match wshape.as_slice() {
         [o, kh, kw, i] => [*o, *kh, *kw, *i],
         _ => {
@@ -104,6 +108,15 @@ fn conv2d(cx: &mut Lowering<'_>, op: &Op, attrs: &ConvAttrs) -> Result<()> {
             ),
         ));
     }
+    Ok([o, kh, kw, i])
+}
+
+fn conv2d(cx: &mut Lowering<'_>, op: &Op, attrs: &ConvAttrs) -> Result<()> {
+    let io = io(op)?;
+    let xfm = cx.fm(op, io.x)?;
+    let yfm = cx.fm(op, io.y)?;
+    check_ifm_type(cx, op, &xfm)?;
+    let [o, kh, kw, i] = ohwi(cx, op, io.w, &xfm, &yfm)?;
     let raw = raw_weights(cx, op, io.w)?;
     let wq = weight_quant(cx, op, io.w, o)?;
     let per_channel = kh * kw * i;

@@ -18,12 +18,10 @@
 //! on the CPU with that reason. One summing convolution carries the scale itself (as Vela
 //! does); chunked sums end with the int32 multiplication.
 
-use super::super::npu_op::{
-    ChannelScale, ConvWeights, ElemType, FeatureMap, Kernel, NpuOp, NpuOpKind, Scale,
-};
+use super::super::npu_op::{ChannelScale, ElemType, FeatureMap, NpuOp, NpuOpKind, Scale};
 use super::Lowering;
 use super::fmap::{const_i32, reshape, scratch_fm};
-use super::op_builders::elementwise;
+use super::op_builders::{elementwise, unit_depthwise};
 use crate::error::Result;
 use crate::ir::{Op, OpKind, ReduceOp};
 use crate::reference::reduce::{Reduce, ReduceMode, scaled_sum};
@@ -395,32 +393,10 @@ fn sum_rescale(
     ))
 }
 
-/// A depthwise convolution summing a `kh x kw` window of `ifm - zp` into int32 (weights 1,
-/// bias 0, per-channel scale exactly 1.0 = 2^30 / 2^30).
+/// A depthwise convolution summing a `kh x kw` window of `ifm - zp` into int32 (weights 1).
 fn sum_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize) -> NpuOp {
-    let c = ifm.shape[2];
-    NpuOp::new(
-        name,
-        NpuOpKind::Depthwise(ConvWeights {
-            shape: [c, kh, kw, 1],
-            values: vec![1; c * kh * kw],
-            scales: vec![
-                ChannelScale {
-                    bias: 0,
-                    scale: 1 << 30,
-                    shift: 30,
-                };
-                c
-            ],
-        }),
-        ifm,
-        ofm,
-    )
-    .with_kernel(Kernel {
-        h: kh,
-        w: kw,
-        ..Kernel::UNIT
-    })
+    let values = vec![1; ifm.shape[2] * kh * kw];
+    unit_depthwise(name, ifm, ofm, [kh, kw], values)
 }
 
 #[cfg(test)]

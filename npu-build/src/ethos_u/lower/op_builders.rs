@@ -11,8 +11,8 @@ use super::Lowering;
 use super::fmap::as_i16_pairs;
 use crate::error::Result;
 use crate::ethos_u::npu_op::{
-    Activation as NpuActivation, BufferId, ElemType, FeatureMap, InputScaling, NpuOp, NpuOpKind,
-    Operand2, Scale,
+    Activation as NpuActivation, BufferId, ChannelScale, ConvWeights, ElemType, FeatureMap,
+    InputScaling, Kernel, NpuOp, NpuOpKind, Operand2, Scale,
 };
 use crate::ir::quant::activation_range;
 use crate::ir::{Activation, DType, Op, TensorId};
@@ -210,4 +210,38 @@ pub(super) fn pool_op(
     ofm_scale: Scale,
 ) -> NpuOp {
     NpuOp::new(name, NpuOpKind::Pool(mode), ifm, ofm).with_scale(ofm_scale)
+}
+
+/// A depthwise convolution with the given `[c, kh, kw, 1]` weights (channel-major), bias 0 and a
+/// per-channel scale of exactly 1.0 (2^30 / 2^30): sums and selections of window elements.
+pub(super) fn unit_depthwise(
+    name: &str,
+    ifm: FeatureMap,
+    ofm: FeatureMap,
+    [kh, kw]: [usize; 2],
+    values: Vec<i16>,
+) -> NpuOp {
+    let c = ifm.shape[2];
+    NpuOp::new(
+        name,
+        NpuOpKind::Depthwise(ConvWeights {
+            shape: [c, kh, kw, 1],
+            values,
+            scales: vec![
+                ChannelScale {
+                    bias: 0,
+                    scale: 1 << 30,
+                    shift: 30,
+                };
+                c
+            ],
+        }),
+        ifm,
+        ofm,
+    )
+    .with_kernel(Kernel {
+        h: kh,
+        w: kw,
+        ..Kernel::UNIT
+    })
 }

@@ -29,7 +29,7 @@ use super::super::npu_op::{
 };
 use super::Lowering;
 use super::fmap::scratch_fm;
-use super::op_builders::pool_op;
+use super::op_builders::{pool_op, unit_depthwise};
 use crate::error::Result;
 use crate::ir::{Op, OpKind, ResizeMode};
 
@@ -341,35 +341,14 @@ fn upscaled(op: NpuOp) -> NpuOp {
 }
 
 /// A depthwise convolution with a `kh x kw` kernel that is 1 at `(kh / 2, kw / 2)` and 0
-/// elsewhere: output `(y, x)` is input `(y + kh / 2, x + kw / 2)` (scale exactly 1.0).
+/// elsewhere: output `(y, x)` is input `(y + kh / 2, x + kw / 2)`.
 fn select_op(name: &str, ifm: FeatureMap, ofm: FeatureMap, kh: usize, kw: usize) -> NpuOp {
     let c = ifm.shape[2];
     let mut values = vec![0i16; c * kh * kw];
     for ch in 0..c {
         values[(ch * kh + kh / 2) * kw + kw / 2] = 1;
     }
-    NpuOp::new(
-        name,
-        NpuOpKind::Depthwise(ConvWeights {
-            shape: [c, kh, kw, 1],
-            values,
-            scales: vec![
-                ChannelScale {
-                    bias: 0,
-                    scale: 1 << 30,
-                    shift: 30,
-                };
-                c
-            ],
-        }),
-        ifm,
-        ofm,
-    )
-    .with_kernel(Kernel {
-        h: kh,
-        w: kw,
-        ..Kernel::UNIT
-    })
+    unit_depthwise(name, ifm, ofm, [kh, kw], values)
 }
 
 #[cfg(test)]

@@ -26,7 +26,9 @@
 
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
 
-use super::conv::{channel_scales, check_ifm_type, finish_weights, io, raw_weights, weight_quant};
+use super::conv::{
+    channel_scales, check_ifm_type, finish_weights, io, ohwi, raw_weights, weight_quant,
+};
 use super::fmap::slice;
 use super::op_builders::clamp;
 use super::pool::MAX_PAD;
@@ -125,25 +127,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op) -> Result<()> {
     if yfm.layout != Layout::Nhwc {
         return Err(cx.limit(op, "the output must be NHWC (phases write strided views)"));
     }
-    let wshape = cx.graph.tensors[io.w].shape.clone();
-    let [o, kh, kw, i] = match wshape.as_slice() {
-        [o, kh, kw, i] => [*o, *kh, *kw, *i],
-        _ => {
-            return Err(Lowering::invalid(
-                op,
-                format!("weights {wshape:?} are not [O, KH, KW, I]"),
-            ));
-        }
-    };
-    if o != yfm.shape[2] || i != xfm.shape[2] || kh == 0 || kw == 0 {
-        return Err(Lowering::invalid(
-            op,
-            format!(
-                "weights {wshape:?} do not match input {:?} and output {:?}",
-                xfm.shape, yfm.shape
-            ),
-        ));
-    }
+    let [o, kh, kw, i] = ohwi(cx, op, io.w, &xfm, &yfm)?;
     let (sy, sx) = attrs.stride;
     if sy == 0 || sx == 0 {
         return Err(Lowering::invalid(op, "strides must be positive"));

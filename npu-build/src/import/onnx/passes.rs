@@ -88,23 +88,27 @@ fn fuse_activations(b: &mut Builder) {
     drop_ops(b, &removed);
 }
 
+/// Every Reshape op: `(op index, input, output)`.
+fn reshapes(b: &Builder) -> Vec<(usize, TensorId, TensorId)> {
+    b.g.ops
+        .iter()
+        .enumerate()
+        .filter_map(
+            |(k, op)| match (&op.kind, op.inputs.as_slice(), op.outputs.as_slice()) {
+                (OpKind::Reshape, &[t], &[out]) => Some((k, t, out)),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
 /// `Mean(keep_dims = true)` followed only by a Reshape dropping the reduced axes becomes
 /// `Mean(keep_dims = false)` (one op, as TFLite writes it).
 fn merge_mean_reshape(b: &mut Builder) {
     let counts = consumer_counts(b);
     let prod = producers(b);
     let mut removed = vec![false; b.g.ops.len()];
-    let candidates: Vec<(usize, TensorId, TensorId)> =
-        b.g.ops
-            .iter()
-            .enumerate()
-            .filter_map(
-                |(k, op)| match (&op.kind, op.inputs.as_slice(), op.outputs.as_slice()) {
-                    (OpKind::Reshape, &[t], &[out]) => Some((k, t, out)),
-                    _ => None,
-                },
-            )
-            .collect();
+    let candidates = reshapes(b);
     for (k, t, out) in candidates {
         let Some(&m) = prod.get(&t) else {
             continue;
@@ -286,17 +290,7 @@ fn merge_slice_reshape(b: &mut Builder) {
     let counts = consumer_counts(b);
     let prod = producers(b);
     let mut removed = vec![false; b.g.ops.len()];
-    let candidates: Vec<(usize, TensorId, TensorId)> =
-        b.g.ops
-            .iter()
-            .enumerate()
-            .filter_map(
-                |(k, op)| match (&op.kind, op.inputs.as_slice(), op.outputs.as_slice()) {
-                    (OpKind::Reshape, &[t], &[out]) => Some((k, t, out)),
-                    _ => None,
-                },
-            )
-            .collect();
+    let candidates = reshapes(b);
     for (k, t, out) in candidates {
         let Some(&m) = prod.get(&t) else {
             continue;
