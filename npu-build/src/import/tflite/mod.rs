@@ -22,7 +22,7 @@ use crate::ir::{DType, Graph, Quantization, Tensor, TensorId};
 use generated::tflite::{
     BufferRef, BuiltinOperator, ModelRef, OperatorRef, SubGraphRef, TensorRef, TensorType,
 };
-use schema::{ctx, known_union, raw};
+use schema::{ctx, known_union, lenient_str, raw};
 
 /// A vector of tables, each read (and checked) on access.
 type Tables<'a, T> = planus::Vector<'a, planus::Result<T>>;
@@ -134,7 +134,7 @@ impl<'a> Importer<'a> {
                 let deprecated = ctx(t.deprecated_builtin_code(), &what)?;
                 // Kept as a number: a code newer than the schema is an unsupported operator.
                 let builtin: i32 = ctx(raw(t.builtin_code()), &what)?;
-                let custom = ctx(t.custom_code(), &what)?.map(str::to_string);
+                let custom = ctx(lenient_str(t.custom_code()), &what)?.map(str::to_string);
                 // Old files only set the deprecated byte; new ones set both (TFLite takes the max).
                 codes.push(OpCode {
                     builtin: builtin.max(i32::from(deprecated)),
@@ -368,9 +368,11 @@ impl<'a> Importer<'a> {
 
     fn tensor_name(&self, index: usize) -> Result<String> {
         let t = self.tensor_table(index)?;
-        Ok(ctx(t.name(), &format!("tensors[{index}].name"))?
-            .filter(|s| !s.is_empty())
-            .map_or_else(|| format!("tensor_{index}"), str::to_string))
+        Ok(
+            ctx(lenient_str(t.name()), &format!("tensors[{index}].name"))?
+                .filter(|s| !s.is_empty())
+                .map_or_else(|| format!("tensor_{index}"), str::to_string),
+        )
     }
 
     /// Imports TFLite tensor `index` (once) and returns its IR id.

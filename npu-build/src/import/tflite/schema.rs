@@ -2,7 +2,9 @@
 //! ([`super::generated`]): error context, raw enum values, operator and type names, and the
 //! structural check of a whole file before anything is imported from it.
 
-use super::generated::tflite::{BufferRef, ModelRef, OperatorRef, SubGraphRef, TensorRef};
+use super::generated::tflite::{
+    BufferRef, BuiltinOperator, ModelRef, OperatorRef, SubGraphRef, TensorRef, TensorType,
+};
 use super::generated::{BUILTIN_OPERATOR_NAMES, TENSOR_TYPE_NAMES};
 use super::malformed;
 use crate::error::{Error, Result};
@@ -23,16 +25,16 @@ pub(super) fn fb_error(what: &str, e: planus::Error) -> Error {
         other => other.to_string(),
     };
     let loc = e.source_location;
+    // `[ModelRef]` for the root, `Tensor` for a table's field.
+    let ty = loc.type_.trim_matches(|c| c == '[' || c == ']');
+    let ty = ty.strip_suffix("Ref").unwrap_or(ty);
     // planus marks an unknown position with usize::MAX.
     let at = if loc.byte_offset == usize::MAX {
         String::new()
     } else {
         format!(" (table at offset {})", loc.byte_offset)
     };
-    malformed(format!(
-        "{what}: {kind} reading {}.{}{at}",
-        loc.type_, loc.method
-    ))
+    malformed(format!("{what}: {kind} reading {ty}.{}{at}", loc.method))
 }
 
 /// Attaches [`fb_error`]'s context to a planus result.
@@ -55,6 +57,16 @@ where
     }
 }
 
+/// A string field, with invalid UTF-8 read as absent: names only label tensors and messages
+/// (the importer makes one up), so a corrupted name does not reject a model. Its bounds were
+/// checked before its encoding.
+pub(super) fn lenient_str(r: planus::Result<Option<&str>>) -> planus::Result<Option<&str>> {
+    match r {
+        Err(e) if matches!(e.error_kind, ErrorKind::InvalidUtf8 { .. }) => Ok(None),
+        r => r,
+    }
+}
+
 /// A union field, with a tag this schema does not know read as absent (as TFLite does with options
 /// written by a newer converter).
 pub(super) fn known_union<U>(r: planus::Result<Option<U>>) -> planus::Result<Option<U>> {
@@ -63,6 +75,11 @@ pub(super) fn known_union<U>(r: planus::Result<Option<U>>) -> planus::Result<Opt
         r => r,
     }
 }
+
+// The name tables the generation script appends and planus's enums list the same values (the
+// script checks the values are 0, 1, 2, ... so a value indexes its name).
+const _: () = assert!(BUILTIN_OPERATOR_NAMES.len() == BuiltinOperator::ENUM_VALUES.len());
+const _: () = assert!(TENSOR_TYPE_NAMES.len() == TensorType::ENUM_VALUES.len());
 
 /// Name of a `TensorType` value, for messages.
 pub fn tensor_type_name(t: i8) -> String {
@@ -126,7 +143,7 @@ pub(super) fn verify(buf: &[u8]) -> Result<ModelRef<'_>> {
     let model = ctx(planus::ReadAsRoot::read_as_root(buf), "Model")?;
     let m: ModelRef = model;
     ctx(m.version(), "Model")?;
-    ctx(m.description(), "Model")?;
+    ctx(lenient_str(m.description()), "Model")?;
     if let Some(codes) = ctx(m.operator_codes(), "Model")? {
         budget.charge(4 * codes.len())?;
         for (i, c) in codes.iter().enumerate() {
@@ -134,7 +151,7 @@ pub(super) fn verify(buf: &[u8]) -> Result<ModelRef<'_>> {
             let c = ctx(c, &what)?;
             budget.charge(4)?;
             ctx(c.deprecated_builtin_code(), &what)?;
-            ctx(c.custom_code(), &what)?;
+            ctx(lenient_str(c.custom_code()), &what)?;
             ctx(c.version(), &what)?;
             ctx(raw::<_, i32>(c.builtin_code()), &what)?;
         }
@@ -160,7 +177,7 @@ fn verify_subgraph(s: SubGraphRef, what: &str, budget: &mut Budget) -> Result<()
     budget.charge(4)?;
     budget.vector(s.inputs(), 4, what)?;
     budget.vector(s.outputs(), 4, what)?;
-    ctx(s.name(), what)?;
+    ctx(lenient_str(s.name()), what)?;
     if let Some(tensors) = ctx(s.tensors(), what)? {
         budget.charge(4 * tensors.len())?;
         for (i, t) in tensors.iter().enumerate() {
@@ -184,7 +201,7 @@ fn verify_tensor(t: TensorRef, what: &str, budget: &mut Budget) -> Result<()> {
     budget.vector(t.shape_signature(), 4, what)?;
     ctx(raw::<_, i8>(t.type_()), what)?;
     ctx(t.buffer(), what)?;
-    ctx(t.name(), what)?;
+    ctx(lenient_str(t.name()), what)?;
     ctx(t.is_variable(), what)?;
     ctx(t.sparsity(), what)?;
     if let Some(q) = ctx(t.quantization(), what)? {
@@ -220,4 +237,54 @@ fn verify_buffer(b: BufferRef, what: &str, budget: &mut Budget) -> Result<()> {
     ctx(b.offset(), what)?;
     ctx(b.size(), what)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_index_the_generated_enums() {
+        for (i, op) in BuiltinOperator::ENUM_VALUES.iter().enumerate() {
+            assert_eq!(i32::from(*op), i as i32);
+        }
+        for (i, t) in TensorType::ENUM_VALUES.iter().enumerate() {
+            assert_eq!(i8::from(*t), i as i8);
+        }
+        assert_eq!(builtin_name(3), "CONV_2D");
+        assert_eq!(builtin_name(-1), "BUILTIN_-1");
+        assert_eq!(builtin_name(100_000), "BUILTIN_100000");
+        assert_eq!(tensor_type_name(9), "INT8");
+        assert_eq!(tensor_type_name(99), "type 99");
+    }
+
+    #[test]
+    fn unknown_enum_values_are_read_raw() {
+        let unknown = planus::errors::UnknownEnumTagKind { tag: 42 }
+            .with_error_location("Tensor", "type_", 8);
+        let r: planus::Result<TensorType> = Err(unknown.into());
+        assert_eq!(raw::<_, i8>(r).ok(), Some(42));
+        // A value out of the field's range stays an error.
+        let big = planus::errors::UnknownEnumTagKind { tag: 1000 }
+            .with_error_location("Tensor", "type_", 8);
+        assert!(raw::<_, i8>(Err::<TensorType, _>(big.into())).is_err());
+        assert_eq!(raw::<_, i8>(Ok(TensorType::Int16)).ok(), Some(7));
+    }
+
+    #[test]
+    fn short_and_garbage_buffers_are_errors() {
+        for buf in [
+            &[][..],
+            &[0; 3],
+            &[255; 8],
+            &[4, 0, 0, 0, b'T', b'F', b'L', b'3'],
+        ] {
+            let e = verify(buf).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("malformed TFLite model")),
+                "{buf:?}: {e:?}"
+            );
+        }
+    }
 }
