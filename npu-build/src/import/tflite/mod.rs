@@ -2,10 +2,10 @@
 //!
 //! The file is read with the bounds-checked readers planus generates from TFLite's `schema.fbs`
 //! ([`generated`]); its whole structure is checked first ([`schema::verify`]), then the main
-//! subgraph's operators are mapped one to one onto the IR ([`ops`]). TFLite's layouts are the IR's (NHWC activations, OHWI convolution weights,
-//! `[1, KH, KW, C*M]` depthwise weights, `[O, I]` fully-connected weights), so tensors are copied
-//! as they are. SAME/VALID padding becomes explicit padding computed exactly as TFLite's
-//! `ComputePaddingWithOffset` does.
+//! subgraph's operators are mapped one to one onto the IR ([`ops`]). TFLite's layouts are the
+//! IR's (NHWC activations, OHWI convolution weights, `[1, KH, KW, C*M]` depthwise weights,
+//! `[O, I]` fully-connected weights), so tensors are copied as they are. SAME/VALID padding
+//! becomes explicit padding computed exactly as TFLite's `ComputePaddingWithOffset` does.
 
 mod dilated;
 mod dynamic;
