@@ -130,9 +130,9 @@ impl Budget {
 }
 
 /// Checks the structure of a whole TFLite model before it is read: every table, vector and
-/// string the importer may reach (all subgraphs, tensors, operators and buffers, as the
-/// flatbuffers verifier checked them before the readers were generated) lies inside the file, so
-/// a truncated or corrupted file is reported as such even where the importer would not look.
+/// string the importer may reach (in all subgraphs, tensors, operators and buffers) lies inside
+/// the file, so a truncated or corrupted file is reported as such even where the importer would
+/// not look (the generated readers only check what they are asked for).
 ///
 /// Enum fields may hold values this schema does not know (the importer reports those), and
 /// union fields only need a readable table.
@@ -140,12 +140,11 @@ pub(super) fn verify(buf: &[u8]) -> Result<ModelRef<'_>> {
     let mut budget = Budget {
         left: buf.len().saturating_mul(4).max(1 << 20),
     };
-    let model = ctx(planus::ReadAsRoot::read_as_root(buf), "Model")?;
-    let m: ModelRef = model;
+    let m: ModelRef = ctx(planus::ReadAsRoot::read_as_root(buf), "Model")?;
     ctx(m.version(), "Model")?;
     ctx(lenient_str(m.description()), "Model")?;
     if let Some(codes) = ctx(m.operator_codes(), "Model")? {
-        budget.charge(4 * codes.len())?;
+        budget.charge(4usize.saturating_mul(codes.len()))?;
         for (i, c) in codes.iter().enumerate() {
             let what = format!("operator_codes[{i}]");
             let c = ctx(c, &what)?;
@@ -157,20 +156,20 @@ pub(super) fn verify(buf: &[u8]) -> Result<ModelRef<'_>> {
         }
     }
     if let Some(subgraphs) = ctx(m.subgraphs(), "Model")? {
-        budget.charge(4 * subgraphs.len())?;
+        budget.charge(4usize.saturating_mul(subgraphs.len()))?;
         for (i, s) in subgraphs.iter().enumerate() {
             let what = format!("subgraphs[{i}]");
             verify_subgraph(ctx(s, &what)?, &what, &mut budget)?;
         }
     }
     if let Some(buffers) = ctx(m.buffers(), "Model")? {
-        budget.charge(4 * buffers.len())?;
+        budget.charge(4usize.saturating_mul(buffers.len()))?;
         for (i, b) in buffers.iter().enumerate() {
             let what = format!("buffers[{i}]");
             verify_buffer(ctx(b, &what)?, &what, &mut budget)?;
         }
     }
-    Ok(model)
+    Ok(m)
 }
 
 fn verify_subgraph(s: SubGraphRef, what: &str, budget: &mut Budget) -> Result<()> {
@@ -179,14 +178,14 @@ fn verify_subgraph(s: SubGraphRef, what: &str, budget: &mut Budget) -> Result<()
     budget.vector(s.outputs(), 4, what)?;
     ctx(lenient_str(s.name()), what)?;
     if let Some(tensors) = ctx(s.tensors(), what)? {
-        budget.charge(4 * tensors.len())?;
+        budget.charge(4usize.saturating_mul(tensors.len()))?;
         for (i, t) in tensors.iter().enumerate() {
             let what = format!("{what}.tensors[{i}]");
             verify_tensor(ctx(t, &what)?, &what, budget)?;
         }
     }
     if let Some(operators) = ctx(s.operators(), what)? {
-        budget.charge(4 * operators.len())?;
+        budget.charge(4usize.saturating_mul(operators.len()))?;
         for (i, o) in operators.iter().enumerate() {
             let what = format!("{what}.operators[{i}]");
             verify_operator(ctx(o, &what)?, &what, budget)?;
