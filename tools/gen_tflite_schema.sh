@@ -30,7 +30,9 @@ sed -E \
     echo "// do not edit; regenerate with tools/gen_tflite_schema.sh."
     echo "#![allow(clippy::all, clippy::pedantic, missing_docs, unused, non_camel_case_types)]"
     echo
-    cat "$tmp/generated.rs"
+    # The owned types' serde derives are not used and cost most of the file's compile time.
+    sed -E -e 's/, ::serde::Serialize, ::serde::Deserialize\)/)/g' \
+        -e 's/^::serde::Serialize, ::serde::Deserialize(\)\])?$/\1/' "$tmp/generated.rs"
     # TFLite's own spelling of the enum values (planus names variants in CamelCase), for messages.
     for e in BuiltinOperator:BUILTIN_OPERATOR_NAMES TensorType:TENSOR_TYPE_NAMES; do
         awk -v enum="${e%%:*}" -v const="${e##*:}" '

@@ -28,18 +28,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `TensorType` in the file `tflite_schema.fbs:50`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum TensorType {
             /// The variant `FLOAT32` in the enum `TensorType`
@@ -305,17 +294,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CustomQuantization` in the file `tflite_schema.fbs:81`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CustomQuantization {
             /// The field `custom` in the table `CustomQuantization`
             pub custom: ::core::option::Option<::planus::alloc::vec::Vec<u8>>,
@@ -588,17 +567,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Union `QuantizationDetails` in the file `tflite_schema.fbs:86`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub enum QuantizationDetails {
             /// The variant of type `CustomQuantization` in the union `QuantizationDetails`
             CustomQuantization(::planus::alloc::boxed::Box<self::CustomQuantization>),
@@ -877,17 +846,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BlockwiseQuantization` in the file `tflite_schema.fbs:93`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BlockwiseQuantization {
             /// The field `scales` in the table `BlockwiseQuantization`
             pub scales: i32,
@@ -1277,17 +1236,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MultiAxisQuantization` in the file `tflite_schema.fbs:104`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MultiAxisQuantization {
             /// The field `scales` in the table `MultiAxisQuantization`
             pub scales: i32,
@@ -1741,7 +1690,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `QuantizationParameters` in the file `tflite_schema.fbs:123`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct QuantizationParameters {
             /// The field `min` in the table `QuantizationParameters`
             pub min: ::core::option::Option<::planus::alloc::vec::Vec<f32>>,
@@ -2313,18 +2262,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `DimensionType` in the file `tflite_schema.fbs:175`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum DimensionType {
             /// The variant `DENSE` in the enum `DimensionType`
@@ -2482,17 +2420,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Int32Vector` in the file `tflite_schema.fbs:180`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Int32Vector {
             /// The field `values` in the table `Int32Vector`
             pub values: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -2754,17 +2682,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Uint16Vector` in the file `tflite_schema.fbs:184`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Uint16Vector {
             /// The field `values` in the table `Uint16Vector`
             pub values: ::core::option::Option<::planus::alloc::vec::Vec<u16>>,
@@ -3027,17 +2945,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Uint8Vector` in the file `tflite_schema.fbs:188`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Uint8Vector {
             /// The field `values` in the table `Uint8Vector`
             pub values: ::core::option::Option<::planus::alloc::vec::Vec<u8>>,
@@ -3293,17 +3201,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Union `SparseIndexVector` in the file `tflite_schema.fbs:195`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub enum SparseIndexVector {
             /// The variant of type `Int32Vector` in the union `SparseIndexVector`
             Int32Vector(::planus::alloc::boxed::Box<self::Int32Vector>),
@@ -3576,17 +3474,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DimensionMetadata` in the file `tflite_schema.fbs:201`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DimensionMetadata {
             /// The field `format` in the table `DimensionMetadata`
             pub format: self::DimensionType,
@@ -4056,17 +3944,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SparsityParameters` in the file `tflite_schema.fbs:221`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SparsityParameters {
             /// The field `traversal_order` in the table `SparsityParameters`
             pub traversal_order: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -4482,17 +4360,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `VariantSubType` in the file `tflite_schema.fbs:249`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct VariantSubType {
             /// The field `shape` in the table `VariantSubType`
             pub shape: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -4853,7 +4721,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Tensor` in the file `tflite_schema.fbs:258`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct Tensor {
             /// The field `shape` in the table `Tensor`
             pub shape: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -5679,18 +5547,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `BuiltinOperator` in the file `tflite_schema.fbs:311`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i32)]
         pub enum BuiltinOperator {
             /// The variant `ADD` in the enum `BuiltinOperator`
@@ -6893,7 +6750,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Union `BuiltinOptions` in the file `tflite_schema.fbs:534`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub enum BuiltinOptions {
             /// The variant of type `Conv2DOptions` in the union `BuiltinOptions`
             Conv2DOptions(::planus::alloc::boxed::Box<self::Conv2DOptions>),
@@ -14803,17 +14660,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Union `BuiltinOptions2` in the file `tflite_schema.fbs:666`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub enum BuiltinOptions2 {
             /// The variant of type `StablehloConcatenateOptions` in the union `BuiltinOptions2`
             StablehloConcatenateOptions(
@@ -16366,17 +16213,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloGatherOptions` in the file `tflite_schema.fbs:692`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloGatherOptions {
             /// The field `offset_dims` in the table `StablehloGatherOptions`
             pub offset_dims: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -16972,17 +16809,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloTransposeOptions` in the file `tflite_schema.fbs:701`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloTransposeOptions {
             /// The field `permutation` in the table `StablehloTransposeOptions`
             pub permutation: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -17278,18 +17105,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `StablehloPrecisionConfig` in the file `tflite_schema.fbs:705`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(u32)]
         pub enum StablehloPrecisionConfig {
             /// The variant `DEFAULT` in the enum `StablehloPrecisionConfig`
@@ -17453,17 +17269,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloDotGeneralOptions` in the file `tflite_schema.fbs:711`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloDotGeneralOptions {
             /// The field `lhs_batching_dimensions` in the table `StablehloDotGeneralOptions`
             pub lhs_batching_dimensions: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -18065,17 +17871,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloReduceWindowOptions` in the file `tflite_schema.fbs:719`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloReduceWindowOptions {
             /// The field `window_dimensions` in the table `StablehloReduceWindowOptions`
             pub window_dimensions: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -18687,17 +18483,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloWhileOptions` in the file `tflite_schema.fbs:728`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloWhileOptions {
             /// The field `cond_subgraph_index` in the table `StablehloWhileOptions`
             pub cond_subgraph_index: i32,
@@ -19039,17 +18825,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloSortOptions` in the file `tflite_schema.fbs:733`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloSortOptions {
             /// The field `dimension` in the table `StablehloSortOptions`
             pub dimension: i64,
@@ -19446,17 +19222,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloConcatenateOptions` in the file `tflite_schema.fbs:739`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloConcatenateOptions {
             /// The field `dimension` in the table `StablehloConcatenateOptions`
             pub dimension: i64,
@@ -19747,17 +19513,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloBroadcastInDimOptions` in the file `tflite_schema.fbs:743`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloBroadcastInDimOptions {
             /// The field `broadcast_dimensions` in the table `StablehloBroadcastInDimOptions`
             pub broadcast_dimensions: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -20066,18 +19822,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `StablehloComparisonDirection` in the file `tflite_schema.fbs:747`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(u32)]
         pub enum StablehloComparisonDirection {
             /// The variant `STABLEHLO_COMPARISON_DIRECTION_EQ` in the enum `StablehloComparisonDirection`
@@ -20272,18 +20017,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `StablehloComparisonType` in the file `tflite_schema.fbs:757`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(u32)]
         pub enum StablehloComparisonType {
             /// The variant `STABLEHLO_COMPARISON_TYPE_NOTYPE` in the enum `StablehloComparisonType`
@@ -20471,17 +20205,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloCompareOptions` in the file `tflite_schema.fbs:765`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloCompareOptions {
             /// The field `comparison_direction` in the table `StablehloCompareOptions`
             pub comparison_direction: self::StablehloComparisonDirection,
@@ -20865,17 +20589,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloDynamicSliceOptions` in the file `tflite_schema.fbs:770`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloDynamicSliceOptions {
             /// The field `slice_sizes` in the table `StablehloDynamicSliceOptions`
             pub slice_sizes: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -21178,17 +20892,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloPadOptions` in the file `tflite_schema.fbs:774`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloPadOptions {
             /// The field `edge_padding_low` in the table `StablehloPadOptions`
             pub edge_padding_low: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -21596,17 +21300,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloIotaOptions` in the file `tflite_schema.fbs:780`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloIotaOptions {
             /// The field `iota_dimension` in the table `StablehloIotaOptions`
             pub iota_dimension: i64,
@@ -21885,17 +21579,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloCustomCallOptions` in the file `tflite_schema.fbs:784`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloCustomCallOptions {
             /// The field `call_target_name` in the table `StablehloCustomCallOptions`
             pub call_target_name: ::core::option::Option<::planus::alloc::string::String>,
@@ -22482,17 +22166,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloReduceOptions` in the file `tflite_schema.fbs:793`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloReduceOptions {
             /// The field `dimensions` in the table `StablehloReduceOptions`
             pub dimensions: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -22842,17 +22516,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloSliceOptions` in the file `tflite_schema.fbs:798`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloSliceOptions {
             /// The field `start_indices` in the table `StablehloSliceOptions`
             pub start_indices: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -23256,17 +22920,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloConvolutionOptions` in the file `tflite_schema.fbs:804`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloConvolutionOptions {
             /// The field `window_strides` in the table `StablehloConvolutionOptions`
             pub window_strides: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -24951,17 +24605,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloScatterOptions` in the file `tflite_schema.fbs:824`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloScatterOptions {
             /// The field `indices_are_sorted` in the table `StablehloScatterOptions`
             pub indices_are_sorted: bool,
@@ -25634,17 +25278,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloCaseOptions` in the file `tflite_schema.fbs:834`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloCaseOptions {
             /// The field `branch_subgraph_indices` in the table `StablehloCaseOptions`
             pub branch_subgraph_indices: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -25937,18 +25571,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `RngAlgorithm` in the file `tflite_schema.fbs:838`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum RngAlgorithm {
             /// The variant `DEFAULT` in the enum `RngAlgorithm`
@@ -26110,17 +25733,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloRngBitGeneratorOptions` in the file `tflite_schema.fbs:851`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloRngBitGeneratorOptions {
             /// The field `algorithm` in the table `StablehloRngBitGeneratorOptions`
             pub algorithm: self::RngAlgorithm,
@@ -26416,18 +26029,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `Padding` in the file `tflite_schema.fbs:856`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum Padding {
             /// The variant `SAME` in the enum `Padding`
@@ -26582,18 +26184,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `ActivationFunctionType` in the file `tflite_schema.fbs:860`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum ActivationFunctionType {
             /// The variant `NONE` in the enum `ActivationFunctionType`
@@ -26776,17 +26367,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Conv2DOptions` in the file `tflite_schema.fbs:870`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Conv2DOptions {
             /// The field `padding` in the table `Conv2DOptions`
             pub padding: self::Padding,
@@ -27386,17 +26967,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Conv3DOptions` in the file `tflite_schema.fbs:883`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Conv3DOptions {
             /// The field `padding` in the table `Conv3DOptions`
             pub padding: self::Padding,
@@ -28040,17 +27611,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Pool2DOptions` in the file `tflite_schema.fbs:894`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Pool2DOptions {
             /// The field `padding` in the table `Pool2DOptions`
             pub padding: self::Padding,
@@ -28579,17 +28140,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DepthwiseConv2DOptions` in the file `tflite_schema.fbs:903`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DepthwiseConv2DOptions {
             /// The field `padding` in the table `DepthwiseConv2DOptions`
             pub padding: self::Padding,
@@ -29216,17 +28767,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ConcatEmbeddingsOptions` in the file `tflite_schema.fbs:918`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ConcatEmbeddingsOptions {
             /// The field `num_channels` in the table `ConcatEmbeddingsOptions`
             pub num_channels: i32,
@@ -29655,18 +29196,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `LSHProjectionType` in the file `tflite_schema.fbs:924`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum LshProjectionType {
             /// The variant `UNKNOWN` in the enum `LSHProjectionType`
@@ -29828,17 +29358,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LSHProjectionOptions` in the file `tflite_schema.fbs:930`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LshProjectionOptions {
             /// The field `type` in the table `LSHProjectionOptions`
             pub type_: self::LshProjectionType,
@@ -30119,17 +29639,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SVDFOptions` in the file `tflite_schema.fbs:934`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SvdfOptions {
             /// The field `rank` in the table `SVDFOptions`
             pub rank: i32,
@@ -30515,17 +30025,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `RNNOptions` in the file `tflite_schema.fbs:943`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct RnnOptions {
             /// The field `fused_activation_function` in the table `RNNOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -30864,17 +30364,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SequenceRNNOptions` in the file `tflite_schema.fbs:949`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SequenceRnnOptions {
             /// The field `time_major` in the table `SequenceRNNOptions`
             pub time_major: bool,
@@ -31287,17 +30777,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BidirectionalSequenceRNNOptions` in the file `tflite_schema.fbs:956`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BidirectionalSequenceRnnOptions {
             /// The field `time_major` in the table `BidirectionalSequenceRNNOptions`
             pub time_major: bool,
@@ -31791,18 +31271,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `FullyConnectedOptionsWeightsFormat` in the file `tflite_schema.fbs:964`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum FullyConnectedOptionsWeightsFormat {
             /// The variant `DEFAULT` in the enum `FullyConnectedOptionsWeightsFormat`
@@ -31976,17 +31445,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FullyConnectedOptions` in the file `tflite_schema.fbs:971`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FullyConnectedOptions {
             /// The field `fused_activation_function` in the table `FullyConnectedOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -32534,7 +31993,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SoftmaxOptions` in the file `tflite_schema.fbs:993`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct SoftmaxOptions {
             /// The field `beta` in the table `SoftmaxOptions`
             pub beta: f32,
@@ -32789,17 +32248,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ConcatenationOptions` in the file `tflite_schema.fbs:998`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ConcatenationOptions {
             /// The field `axis` in the table `ConcatenationOptions`
             pub axis: i32,
@@ -33146,17 +32595,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `AddOptions` in the file `tflite_schema.fbs:1003`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct AddOptions {
             /// The field `fused_activation_function` in the table `AddOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -33489,17 +32928,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MulOptions` in the file `tflite_schema.fbs:1009`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MulOptions {
             /// The field `fused_activation_function` in the table `MulOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -33778,17 +33207,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `L2NormOptions` in the file `tflite_schema.fbs:1013`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct L2NormOptions {
             /// The field `fused_activation_function` in the table `L2NormOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -34068,7 +33487,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LocalResponseNormalizationOptions` in the file `tflite_schema.fbs:1018`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct LocalResponseNormalizationOptions {
             /// The field `radius` in the table `LocalResponseNormalizationOptions`
             pub radius: i32,
@@ -34526,18 +33945,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `LSTMKernelType` in the file `tflite_schema.fbs:1026`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum LstmKernelType {
             /// The variant `FULL` in the enum `LSTMKernelType`
@@ -34695,7 +34103,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LSTMOptions` in the file `tflite_schema.fbs:1035`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct LstmOptions {
             /// The field `fused_activation_function` in the table `LSTMOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -35188,7 +34596,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UnidirectionalSequenceLSTMOptions` in the file `tflite_schema.fbs:1050`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct UnidirectionalSequenceLstmOptions {
             /// The field `fused_activation_function` in the table `UnidirectionalSequenceLSTMOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -35812,7 +35220,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BidirectionalSequenceLSTMOptions` in the file `tflite_schema.fbs:1065`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct BidirectionalSequenceLstmOptions {
             /// The field `fused_activation_function` in the table `BidirectionalSequenceLSTMOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -36419,17 +35827,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ResizeBilinearOptions` in the file `tflite_schema.fbs:1084`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ResizeBilinearOptions {
             /// The field `align_corners` in the table `ResizeBilinearOptions`
             pub align_corners: bool,
@@ -36762,17 +36160,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ResizeNearestNeighborOptions` in the file `tflite_schema.fbs:1091`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ResizeNearestNeighborOptions {
             /// The field `align_corners` in the table `ResizeNearestNeighborOptions`
             pub align_corners: bool,
@@ -37124,17 +36512,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CallOptions` in the file `tflite_schema.fbs:1097`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CallOptions {
             /// The field `subgraph` in the table `CallOptions`
             pub subgraph: u32,
@@ -37388,17 +36766,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `PadOptions` in the file `tflite_schema.fbs:1102`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct PadOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -37599,17 +36967,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `PadV2Options` in the file `tflite_schema.fbs:1105`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct PadV2Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -37810,17 +37168,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ReshapeOptions` in the file `tflite_schema.fbs:1108`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ReshapeOptions {
             /// The field `new_shape` in the table `ReshapeOptions`
             pub new_shape: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -38085,17 +37433,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SpaceToBatchNDOptions` in the file `tflite_schema.fbs:1112`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SpaceToBatchNdOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -38319,17 +37657,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BatchToSpaceNDOptions` in the file `tflite_schema.fbs:1115`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BatchToSpaceNdOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -38553,17 +37881,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SkipGramOptions` in the file `tflite_schema.fbs:1118`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SkipGramOptions {
             /// The field `ngram_size` in the table `SkipGramOptions`
             pub ngram_size: i32,
@@ -38952,17 +38270,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SpaceToDepthOptions` in the file `tflite_schema.fbs:1124`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SpaceToDepthOptions {
             /// The field `block_size` in the table `SpaceToDepthOptions`
             pub block_size: i32,
@@ -39241,17 +38549,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DepthToSpaceOptions` in the file `tflite_schema.fbs:1128`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DepthToSpaceOptions {
             /// The field `block_size` in the table `DepthToSpaceOptions`
             pub block_size: i32,
@@ -39530,17 +38828,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SubOptions` in the file `tflite_schema.fbs:1132`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SubOptions {
             /// The field `fused_activation_function` in the table `SubOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -39873,17 +39161,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DivOptions` in the file `tflite_schema.fbs:1138`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DivOptions {
             /// The field `fused_activation_function` in the table `DivOptions`
             pub fused_activation_function: self::ActivationFunctionType,
@@ -40162,17 +39440,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TopKV2Options` in the file `tflite_schema.fbs:1142`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TopKv2Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -40373,18 +39641,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `CombinerType` in the file `tflite_schema.fbs:1145`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum CombinerType {
             /// The variant `SUM` in the enum `CombinerType`
@@ -40546,17 +39803,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `EmbeddingLookupSparseOptions` in the file `tflite_schema.fbs:1151`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct EmbeddingLookupSparseOptions {
             /// The field `combiner` in the table `EmbeddingLookupSparseOptions`
             pub combiner: self::CombinerType,
@@ -40850,17 +40097,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `GatherOptions` in the file `tflite_schema.fbs:1155`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct GatherOptions {
             /// The field `axis` in the table `GatherOptions`
             pub axis: i32,
@@ -41162,17 +40399,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TransposeOptions` in the file `tflite_schema.fbs:1161`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TransposeOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -41388,17 +40615,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ExpOptions` in the file `tflite_schema.fbs:1164`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ExpOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -41599,17 +40816,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CosOptions` in the file `tflite_schema.fbs:1167`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CosOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -41810,17 +41017,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ReducerOptions` in the file `tflite_schema.fbs:1170`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ReducerOptions {
             /// The field `keep_dims` in the table `ReducerOptions`
             pub keep_dims: bool,
@@ -42078,17 +41275,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SqueezeOptions` in the file `tflite_schema.fbs:1174`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SqueezeOptions {
             /// The field `squeeze_dims` in the table `SqueezeOptions`
             pub squeeze_dims: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -42357,17 +41544,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SplitOptions` in the file `tflite_schema.fbs:1178`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SplitOptions {
             /// The field `num_splits` in the table `SplitOptions`
             pub num_splits: i32,
@@ -42624,17 +41801,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SplitVOptions` in the file `tflite_schema.fbs:1182`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SplitVOptions {
             /// The field `num_splits` in the table `SplitVOptions`
             pub num_splits: i32,
@@ -42893,17 +42060,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StridedSliceOptions` in the file `tflite_schema.fbs:1186`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StridedSliceOptions {
             /// The field `begin_mask` in the table `StridedSliceOptions`
             pub begin_mask: i32,
@@ -43454,17 +42611,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LogSoftmaxOptions` in the file `tflite_schema.fbs:1196`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LogSoftmaxOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -43682,17 +42829,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CastOptions` in the file `tflite_schema.fbs:1199`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CastOptions {
             /// The field `in_data_type` in the table `CastOptions`
             pub in_data_type: self::TensorType,
@@ -44008,17 +43145,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DequantizeOptions` in the file `tflite_schema.fbs:1204`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DequantizeOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -44236,17 +43363,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MaximumMinimumOptions` in the file `tflite_schema.fbs:1207`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MaximumMinimumOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -44470,17 +43587,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TileOptions` in the file `tflite_schema.fbs:1210`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TileOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -44681,17 +43788,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ArgMaxOptions` in the file `tflite_schema.fbs:1213`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ArgMaxOptions {
             /// The field `output_type` in the table `ArgMaxOptions`
             pub output_type: self::TensorType,
@@ -44953,17 +44050,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ArgMinOptions` in the file `tflite_schema.fbs:1217`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ArgMinOptions {
             /// The field `output_type` in the table `ArgMinOptions`
             pub output_type: self::TensorType,
@@ -45225,17 +44312,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `GreaterOptions` in the file `tflite_schema.fbs:1221`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct GreaterOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -45436,17 +44513,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `GreaterEqualOptions` in the file `tflite_schema.fbs:1224`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct GreaterEqualOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -45666,17 +44733,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LessOptions` in the file `tflite_schema.fbs:1227`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LessOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -45877,17 +44934,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LessEqualOptions` in the file `tflite_schema.fbs:1230`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LessEqualOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -46103,17 +45150,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NegOptions` in the file `tflite_schema.fbs:1233`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NegOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -46314,17 +45351,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SelectOptions` in the file `tflite_schema.fbs:1236`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SelectOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -46525,17 +45552,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SliceOptions` in the file `tflite_schema.fbs:1239`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SliceOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -46736,17 +45753,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TransposeConvOptions` in the file `tflite_schema.fbs:1242`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TransposeConvOptions {
             /// The field `padding` in the table `TransposeConvOptions`
             pub padding: self::Padding,
@@ -47258,17 +46265,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ExpandDimsOptions` in the file `tflite_schema.fbs:1257`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ExpandDimsOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -47486,17 +46483,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SparseToDenseOptions` in the file `tflite_schema.fbs:1260`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SparseToDenseOptions {
             /// The field `validate_indices` in the table `SparseToDenseOptions`
             pub validate_indices: bool,
@@ -47779,17 +46766,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `EqualOptions` in the file `tflite_schema.fbs:1264`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct EqualOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -47990,17 +46967,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NotEqualOptions` in the file `tflite_schema.fbs:1267`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NotEqualOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -48216,17 +47183,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ShapeOptions` in the file `tflite_schema.fbs:1270`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ShapeOptions {
             /// The field `out_type` in the table `ShapeOptions`
             pub out_type: self::TensorType,
@@ -48485,17 +47442,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `RankOptions` in the file `tflite_schema.fbs:1275`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct RankOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -48696,17 +47643,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `PowOptions` in the file `tflite_schema.fbs:1278`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct PowOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -48907,7 +47844,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FakeQuantOptions` in the file `tflite_schema.fbs:1281`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct FakeQuantOptions {
             /// The field `min` in the table `FakeQuantOptions`
             pub min: f32,
@@ -49331,17 +48268,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `PackOptions` in the file `tflite_schema.fbs:1291`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct PackOptions {
             /// The field `values_count` in the table `PackOptions`
             pub values_count: i32,
@@ -49641,17 +48568,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LogicalOrOptions` in the file `tflite_schema.fbs:1296`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LogicalOrOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -49867,17 +48784,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `OneHotOptions` in the file `tflite_schema.fbs:1299`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct OneHotOptions {
             /// The field `axis` in the table `OneHotOptions`
             pub axis: i32,
@@ -50130,17 +49037,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `AbsOptions` in the file `tflite_schema.fbs:1303`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct AbsOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -50341,17 +49238,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `HardSwishOptions` in the file `tflite_schema.fbs:1307`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct HardSwishOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -50567,17 +49454,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LogicalAndOptions` in the file `tflite_schema.fbs:1310`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LogicalAndOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -50795,17 +49672,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LogicalNotOptions` in the file `tflite_schema.fbs:1313`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct LogicalNotOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -51023,17 +49890,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UnpackOptions` in the file `tflite_schema.fbs:1316`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct UnpackOptions {
             /// The field `num` in the table `UnpackOptions`
             pub num: i32,
@@ -51324,17 +50181,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FloorDivOptions` in the file `tflite_schema.fbs:1321`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FloorDivOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -51550,17 +50397,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SquareOptions` in the file `tflite_schema.fbs:1324`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SquareOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -51761,17 +50598,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ZerosLikeOptions` in the file `tflite_schema.fbs:1327`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ZerosLikeOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -51987,17 +50814,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FillOptions` in the file `tflite_schema.fbs:1330`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FillOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -52198,17 +51015,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FloorModOptions` in the file `tflite_schema.fbs:1333`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FloorModOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -52424,17 +51231,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `RangeOptions` in the file `tflite_schema.fbs:1336`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct RangeOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -52635,7 +51432,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `LeakyReluOptions` in the file `tflite_schema.fbs:1339`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct LeakyReluOptions {
             /// The field `alpha` in the table `LeakyReluOptions`
             pub alpha: f32,
@@ -52908,17 +51705,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SquaredDifferenceOptions` in the file `tflite_schema.fbs:1343`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SquaredDifferenceOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -53148,18 +51935,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `MirrorPadMode` in the file `tflite_schema.fbs:1347`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum MirrorPadMode {
             /// The variant `REFLECT` in the enum `MirrorPadMode`
@@ -53317,17 +52093,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MirrorPadOptions` in the file `tflite_schema.fbs:1355`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MirrorPadOptions {
             /// The field `mode` in the table `MirrorPadOptions`
             pub mode: self::MirrorPadMode,
@@ -53602,17 +52368,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UniqueOptions` in the file `tflite_schema.fbs:1359`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct UniqueOptions {
             /// The field `idx_out_type` in the table `UniqueOptions`
             pub idx_out_type: self::TensorType,
@@ -53876,17 +52632,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ReverseV2Options` in the file `tflite_schema.fbs:1363`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ReverseV2Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -54102,17 +52848,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `AddNOptions` in the file `tflite_schema.fbs:1366`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct AddNOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -54313,17 +53049,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `GatherNdOptions` in the file `tflite_schema.fbs:1369`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct GatherNdOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -54539,17 +53265,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `WhereOptions` in the file `tflite_schema.fbs:1372`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct WhereOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -54750,17 +53466,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ReverseSequenceOptions` in the file `tflite_schema.fbs:1375`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ReverseSequenceOptions {
             /// The field `seq_dim` in the table `ReverseSequenceOptions`
             pub seq_dim: i32,
@@ -55090,17 +53796,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MatrixDiagOptions` in the file `tflite_schema.fbs:1380`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MatrixDiagOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -55318,17 +54014,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `QuantizeOptions` in the file `tflite_schema.fbs:1383`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct QuantizeOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -55544,17 +54230,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MatrixSetDiagOptions` in the file `tflite_schema.fbs:1386`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MatrixSetDiagOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -55774,17 +54450,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `IfOptions` in the file `tflite_schema.fbs:1389`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct IfOptions {
             /// The field `then_subgraph_index` in the table `IfOptions`
             pub then_subgraph_index: i32,
@@ -56097,17 +54763,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CallOnceOptions` in the file `tflite_schema.fbs:1394`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CallOnceOptions {
             /// The field `init_subgraph_index` in the table `CallOnceOptions`
             pub init_subgraph_index: i32,
@@ -56387,17 +55043,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `WhileOptions` in the file `tflite_schema.fbs:1398`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct WhileOptions {
             /// The field `cond_subgraph_index` in the table `WhileOptions`
             pub cond_subgraph_index: i32,
@@ -56711,17 +55357,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NonMaxSuppressionV4Options` in the file `tflite_schema.fbs:1403`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NonMaxSuppressionV4Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -56955,17 +55591,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NonMaxSuppressionV5Options` in the file `tflite_schema.fbs:1406`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NonMaxSuppressionV5Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -57199,17 +55825,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ScatterNdOptions` in the file `tflite_schema.fbs:1409`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ScatterNdOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -57425,17 +56041,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SelectV2Options` in the file `tflite_schema.fbs:1412`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SelectV2Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -57651,17 +56257,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DensifyOptions` in the file `tflite_schema.fbs:1415`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DensifyOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -57862,17 +56458,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SegmentSumOptions` in the file `tflite_schema.fbs:1418`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SegmentSumOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -58090,17 +56676,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BatchMatMulOptions` in the file `tflite_schema.fbs:1421`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BatchMatMulOptions {
             /// The field `adj_x` in the table `BatchMatMulOptions`
             pub adj_x: bool,
@@ -58490,17 +57066,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CumsumOptions` in the file `tflite_schema.fbs:1430`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CumsumOptions {
             /// The field `exclusive` in the table `CumsumOptions`
             pub exclusive: bool,
@@ -58803,17 +57369,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BroadcastToOptions` in the file `tflite_schema.fbs:1435`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BroadcastToOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -59031,17 +57587,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Rfft2dOptions` in the file `tflite_schema.fbs:1438`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Rfft2dOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -59242,17 +57788,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `HashtableOptions` in the file `tflite_schema.fbs:1441`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct HashtableOptions {
             /// The field `table_id` in the table `HashtableOptions`
             pub table_id: i32,
@@ -59631,17 +58167,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `HashtableFindOptions` in the file `tflite_schema.fbs:1449`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct HashtableFindOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -59861,17 +58387,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `HashtableImportOptions` in the file `tflite_schema.fbs:1452`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct HashtableImportOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -60097,17 +58613,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `HashtableSizeOptions` in the file `tflite_schema.fbs:1455`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct HashtableSizeOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -60327,17 +58833,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `VarHandleOptions` in the file `tflite_schema.fbs:1458`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct VarHandleOptions {
             /// The field `container` in the table `VarHandleOptions`
             pub container: ::core::option::Option<::planus::alloc::string::String>,
@@ -60671,17 +59167,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ReadVariableOptions` in the file `tflite_schema.fbs:1463`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ReadVariableOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -60901,17 +59387,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `AssignVariableOptions` in the file `tflite_schema.fbs:1466`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct AssignVariableOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -61135,17 +59611,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `RandomOptions` in the file `tflite_schema.fbs:1469`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct RandomOptions {
             /// The field `seed` in the table `RandomOptions`
             pub seed: i64,
@@ -61436,7 +59902,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BucketizeOptions` in the file `tflite_schema.fbs:1474`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct BucketizeOptions {
             /// The field `boundaries` in the table `BucketizeOptions`
             pub boundaries: ::core::option::Option<::planus::alloc::vec::Vec<f32>>,
@@ -61721,17 +60187,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `GeluOptions` in the file `tflite_schema.fbs:1478`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct GeluOptions {
             /// The field `approximate` in the table `GeluOptions`
             pub approximate: bool,
@@ -61989,17 +60445,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DynamicUpdateSliceOptions` in the file `tflite_schema.fbs:1482`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DynamicUpdateSliceOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -62229,17 +60675,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UnsortedSegmentProdOptions` in the file `tflite_schema.fbs:1485`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct UnsortedSegmentProdOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -62473,17 +60909,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UnsortedSegmentMaxOptions` in the file `tflite_schema.fbs:1488`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct UnsortedSegmentMaxOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -62713,17 +61139,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UnsortedSegmentSumOptions` in the file `tflite_schema.fbs:1491`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct UnsortedSegmentSumOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -62953,17 +61369,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ATan2Options` in the file `tflite_schema.fbs:1494`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ATan2Options {}
 
         #[allow(clippy::derivable_impls)]
@@ -63164,17 +61570,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `UnsortedSegmentMinOptions` in the file `tflite_schema.fbs:1497`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct UnsortedSegmentMinOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -63404,17 +61800,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SignOptions` in the file `tflite_schema.fbs:1500`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SignOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -63615,17 +62001,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BitcastOptions` in the file `tflite_schema.fbs:1503`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BitcastOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -63826,17 +62202,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BitwiseXorOptions` in the file `tflite_schema.fbs:1506`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BitwiseXorOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -64054,17 +62420,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `RightShiftOptions` in the file `tflite_schema.fbs:1509`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct RightShiftOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -64282,17 +62638,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DilateOptions` in the file `tflite_schema.fbs:1512`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DilateOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -64493,18 +62839,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `ReduceWindowFunction` in the file `tflite_schema.fbs:1515`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i32)]
         pub enum ReduceWindowFunction {
             /// The variant `UNSUPPORTED` in the enum `ReduceWindowFunction`
@@ -64690,17 +63025,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ReduceWindowOptions` in the file `tflite_schema.fbs:1525`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ReduceWindowOptions {
             /// The field `reduce_function` in the table `ReduceWindowOptions`
             pub reduce_function: self::ReduceWindowFunction,
@@ -64985,17 +63310,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `OperatorCode` in the file `tflite_schema.fbs:1531`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct OperatorCode {
             /// The field `deprecated_builtin_code` in the table `OperatorCode`
             pub deprecated_builtin_code: i8,
@@ -65423,18 +63738,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `CustomOptionsFormat` in the file `tflite_schema.fbs:1549`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum CustomOptionsFormat {
             /// The variant `FLEXBUFFERS` in the enum `CustomOptionsFormat`
@@ -65588,17 +63892,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StableHLOCompositeOptions` in the file `tflite_schema.fbs:1553`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StableHloCompositeOptions {
             /// The field `name` in the table `StableHLOCompositeOptions`
             pub name: ::core::option::Option<::planus::alloc::string::String>,
@@ -66134,17 +64428,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `StablehloShiftLeftOptions` in the file `tflite_schema.fbs:1561`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct StablehloShiftLeftOptions {}
 
         #[allow(clippy::derivable_impls)]
@@ -66374,7 +64658,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Operator` in the file `tflite_schema.fbs:1568`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct Operator {
             /// The field `opcode_index` in the table `Operator`
             pub opcode_index: u32,
@@ -67312,7 +65596,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SubGraph` in the file `tflite_schema.fbs:1618`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct SubGraph {
             /// The field `tensors` in the table `SubGraph`
             pub tensors: ::core::option::Option<::planus::alloc::vec::Vec<self::Tensor>>,
@@ -67849,17 +66133,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Buffer` in the file `tflite_schema.fbs:1643`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Buffer {
             /// The field `data` in the table `Buffer`
             pub data: ::core::option::Option<::planus::alloc::vec::Vec<u8>>,
@@ -68198,17 +66472,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ExternalBufferGroup` in the file `tflite_schema.fbs:1655`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ExternalBufferGroup {
             /// The field `name` in the table `ExternalBufferGroup`
             pub name: ::core::option::Option<::planus::alloc::string::String>,
@@ -68485,17 +66749,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ExternalBuffer` in the file `tflite_schema.fbs:1660`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ExternalBuffer {
             /// The field `id` in the table `ExternalBuffer`
             pub id: u32,
@@ -68943,17 +67197,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Metadata` in the file `tflite_schema.fbs:1670`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Metadata {
             /// The field `name` in the table `Metadata`
             pub name: ::core::option::Option<::planus::alloc::string::String>,
@@ -69252,17 +67496,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TensorMap` in the file `tflite_schema.fbs:1679`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TensorMap {
             /// The field `name` in the table `TensorMap`
             pub name: ::core::option::Option<::planus::alloc::string::String>,
@@ -69569,17 +67803,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SignatureDef` in the file `tflite_schema.fbs:1689`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-            ::serde::Serialize,
-            ::serde::Deserialize,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SignatureDef {
             /// The field `inputs` in the table `SignatureDef`
             pub inputs: ::core::option::Option<::planus::alloc::vec::Vec<self::TensorMap>>,
@@ -70018,7 +68242,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Model` in the file `tflite_schema.fbs:1706`
-        #[derive(Clone, Debug, PartialEq, PartialOrd, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(Clone, Debug, PartialEq, PartialOrd)]
         pub struct Model {
             /// The field `version` in the table `Model`
             pub version: u32,
