@@ -10,8 +10,9 @@
 //! as 1, which is right for us). Rules follow TFLite's kernels' `Prepare` (`reshape.cc`, `fully_connected.cc`,
 //! `batch_matmul.cc`, the broadcasting binary kernels, `reduce.cc`).
 
+use super::generated::tflite::BuiltinOperator as B;
 use super::ops::RawOp;
-use super::schema::{builtin as b, options_type, opts, tensor};
+use super::ops::options;
 use super::{Importer, ctx};
 use crate::error::Result;
 use crate::reference::util::broadcast_shape;
@@ -20,8 +21,8 @@ use crate::reference::util::broadcast_shape;
 fn is_dynamic(im: &Importer, index: usize) -> Result<bool> {
     let what = format!("tensors[{index}]");
     let t = im.tensor_table(index)?;
-    let sig = ctx(t.vector(tensor::SHAPE_SIGNATURE, 4, &what))?.map(|v| v.to_i32s());
-    Ok(sig.is_some_and(|s| s.contains(&-1)))
+    let sig = ctx(t.shape_signature(), &what)?;
+    Ok(sig.is_some_and(|s| s.iter().any(|d| d == -1)))
 }
 
 /// Gives the dynamic outputs of `op` their shapes (a no-op for operators without any).
@@ -53,7 +54,7 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
     let what = op.what();
     let x = in_shapes.first().cloned().unwrap_or_default();
     let shape: Option<Vec<usize>> = match op.code {
-        b::RESHAPE => {
+        B::Reshape => {
             // The new shape as a constant (folded from SHAPE arithmetic if need be).
             let spec = in_ids
                 .get(1)
@@ -84,10 +85,9 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
                     .collect(),
             )
         }
-        b::FULLY_CONNECTED => {
-            let keep = op
-                .options(options_type::FULLY_CONNECTED)
-                .map(|o| ctx(o.bool(opts::FC_KEEP_NUM_DIMS, &what)))
+        B::FullyConnected => {
+            let keep = options!(op, FullyConnectedOptions)
+                .map(|o| ctx(o.keep_num_dims(), &what))
                 .transpose()?
                 .unwrap_or(false);
             match in_shapes.get(1).map(Vec::as_slice) {
@@ -104,12 +104,9 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
                 _ => None,
             }
         }
-        b::BATCH_MATMUL => {
-            let (adj_x, adj_y) = match op.options(options_type::BATCH_MATMUL) {
-                Some(o) => (
-                    ctx(o.bool(opts::BMM_ADJ_X, &what))?,
-                    ctx(o.bool(opts::BMM_ADJ_Y, &what))?,
-                ),
+        B::BatchMatmul => {
+            let (adj_x, adj_y) = match options!(op, BatchMatMulOptions) {
+                Some(o) => (ctx(o.adj_x(), &what)?, ctx(o.adj_y(), &what)?),
                 None => (false, false),
             };
             let y = in_shapes.get(1).cloned().unwrap_or_default();
@@ -126,13 +123,12 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
                 })
             }
         }
-        b::ADD | b::SUB | b::MUL | b::MAXIMUM | b::MINIMUM | b::SQUARED_DIFFERENCE | b::PRELU => {
+        B::Add | B::Sub | B::Mul | B::Maximum | B::Minimum | B::SquaredDifference | B::Prelu => {
             broadcast_shape(&x, in_shapes.get(1).map_or(&[][..], Vec::as_slice))
         }
-        b::MEAN | b::SUM | b::REDUCE_MAX | b::REDUCE_MIN => {
-            let keep = op
-                .options(options_type::REDUCER)
-                .map(|o| ctx(o.bool(opts::REDUCER_KEEP_DIMS, &what)))
+        B::Mean | B::Sum | B::ReduceMax | B::ReduceMin => {
+            let keep = options!(op, ReducerOptions)
+                .map(|o| ctx(o.keep_dims(), &what))
                 .transpose()?
                 .unwrap_or(false);
             let axes = in_ids.get(1).copied().flatten().and_then(|id| {
@@ -156,24 +152,24 @@ pub(super) fn infer(im: &mut Importer, op: &RawOp) -> Result<()> {
             })
         }
         // Element-wise operators of one input: the input's shape.
-        b::QUANTIZE
-        | b::DEQUANTIZE
-        | b::RELU
-        | b::RELU6
-        | b::RELU_N1_TO_1
-        | b::LOGISTIC
-        | b::TANH
-        | b::GELU
-        | b::HARD_SWISH
-        | b::LEAKY_RELU
-        | b::ELU
-        | b::EXP
-        | b::LOG
-        | b::RSQRT
-        | b::SQRT
-        | b::ABS
-        | b::NEG
-        | b::SOFTMAX => Some(x.clone()),
+        B::Quantize
+        | B::Dequantize
+        | B::Relu
+        | B::Relu6
+        | B::ReluN1To1
+        | B::Logistic
+        | B::Tanh
+        | B::Gelu
+        | B::HardSwish
+        | B::LeakyRelu
+        | B::Elu
+        | B::Exp
+        | B::Log
+        | B::Rsqrt
+        | B::Sqrt
+        | B::Abs
+        | B::Neg
+        | B::Softmax => Some(x.clone()),
         _ => None,
     };
     // Other operators keep the stored shape: usually only the batch is dynamic there, stored

@@ -1,17 +1,17 @@
 //! TFLite flatbuffer importer.
 //!
-//! The file is first checked by the flatbuffers verifier ([`schema::verify`]), then read with
-//! bounds-checked accessors ([`fb`]); the main subgraph's operators are mapped one to one onto the
-//! IR ([`ops`]). TFLite's layouts are the IR's (NHWC activations, OHWI convolution weights,
-//! `[1, KH, KW, C*M]` depthwise weights, `[O, I]` fully-connected weights), so tensors are copied
-//! as they are. SAME/VALID padding becomes explicit padding computed exactly as TFLite's
-//! `ComputePaddingWithOffset` does.
+//! The file is read with the bounds-checked readers planus generates from TFLite's `schema.fbs`
+//! ([`generated`]); its whole structure is checked first ([`schema::verify`]), then the main
+//! subgraph's operators are mapped one to one onto the IR ([`ops`]). TFLite's layouts are the
+//! IR's (NHWC activations, OHWI convolution weights, `[1, KH, KW, C*M]` depthwise weights,
+//! `[O, I]` fully-connected weights), so tensors are copied as they are. SAME/VALID padding
+//! becomes explicit padding computed exactly as TFLite's `ComputePaddingWithOffset` does.
 
 mod dilated;
 mod dynamic;
 #[cfg(test)]
 pub(crate) use dilated::fold_dilated_convs;
-mod fb;
+mod generated;
 mod ops;
 pub(crate) mod schema;
 
@@ -19,8 +19,13 @@ use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Quantization, Tensor, TensorId};
-use fb::{Table, Vector};
-use schema::{buffer, model, operator, operator_code, quantization, subgraph, tensor, tensor_type};
+use generated::tflite::{
+    BufferRef, BuiltinOperator, ModelRef, OperatorRef, SubGraphRef, TensorRef, TensorType,
+};
+use schema::{ctx, known_union, lenient_str, raw};
+
+/// A vector of tables, each read (and checked) on access.
+type Tables<'a, T> = planus::Vector<'a, planus::Result<T>>;
 
 const FORMAT: &str = "TFLite";
 
@@ -58,8 +63,8 @@ pub fn import(bytes: &[u8], name: &str) -> Result<Graph> {
             &bytes[4..8]
         )));
     }
-    schema::verify(bytes).map_err(|e| malformed(format!("flatbuffer verification failed: {e}")))?;
-    Importer::new(bytes, name)?.run()
+    let model = schema::verify(bytes)?;
+    Importer::new(bytes, model, name)?.run()
 }
 
 /// Every operator of the main subgraph as `(node name, TFLite operator name)`, in order,
@@ -68,23 +73,18 @@ pub fn operator_list(bytes: &[u8]) -> Result<Vec<(String, String)>> {
     if bytes.len() < 8 || &bytes[4..8] != b"TFL3" {
         return Err(malformed("not a TFLite flatbuffer"));
     }
-    schema::verify(bytes).map_err(|e| malformed(format!("flatbuffer verification failed: {e}")))?;
-    let imp = Importer::new(bytes, "model")?;
-    let operators = ctx(imp
-        .subgraph
-        .vector(subgraph::OPERATORS, 4, "SubGraph.operators"))?;
+    let model = schema::verify(bytes)?;
+    let imp = Importer::new(bytes, model, "model")?;
     let mut out = Vec::new();
-    for i in 0..operators.as_ref().map_or(0, |v| v.len()) {
-        let Some(v) = operators.as_ref() else { break };
+    for (i, t) in imp.operators()?.iter().enumerate() {
         let what = format!("operators[{i}]");
-        let t = ctx(v.table(i, &what))?;
-        let code_index = ctx(t.u32(operator::OPCODE_INDEX, 0, &what))? as usize;
+        let t = ctx(t, &what)?;
+        let code_index = ctx(t.opcode_index(), &what)? as usize;
         let op = imp
             .codes
             .get(code_index)
             .map_or_else(|| format!("opcode #{code_index}"), OpCode::name);
-        let outputs =
-            ctx(t.vector(operator::OUTPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+        let outputs = ints(t.outputs(), &what)?;
         out.push((imp.node_name(i, &outputs), op));
     }
     Ok(out)
@@ -99,7 +99,7 @@ struct OpCode {
 impl OpCode {
     fn name(&self) -> String {
         match &self.custom {
-            Some(c) if self.builtin == schema::builtin::CUSTOM => format!("CUSTOM({c})"),
+            Some(c) if self.builtin == i32::from(BuiltinOperator::Custom) => format!("CUSTOM({c})"),
             _ => schema::builtin_name(self.builtin),
         }
     }
@@ -108,9 +108,9 @@ impl OpCode {
 struct Importer<'a> {
     buf: &'a [u8],
     codes: Vec<OpCode>,
-    tensors: Vector<'a>,
-    buffers: Option<Vector<'a>>,
-    subgraph: Table<'a>,
+    tensors: Tables<'a, TensorRef<'a>>,
+    buffers: Option<Tables<'a, BufferRef<'a>>>,
+    subgraph: SubGraphRef<'a>,
     graph: Graph,
     /// TFLite tensor index -> IR tensor id, for tensors imported so far.
     map: HashMap<usize, TensorId>,
@@ -119,22 +119,22 @@ struct Importer<'a> {
     const_bytes: usize,
 }
 
-fn ctx<T>(r: fb::FbResult<T>) -> Result<T> {
-    r.map_err(malformed)
+/// An optional vector of `int`s (tensor indices, shapes) as a `Vec`, empty when absent.
+fn ints(v: planus::Result<Option<planus::Vector<'_, i32>>>, what: &str) -> Result<Vec<i32>> {
+    Ok(ctx(v, what)?.map_or_else(Vec::new, |v| v.iter().collect()))
 }
 
 impl<'a> Importer<'a> {
-    fn new(buf: &'a [u8], name: &str) -> Result<Self> {
-        let root = ctx(Table::root(buf, "Model"))?;
-        let codes_vec = ctx(root.vector(model::OPERATOR_CODES, 4, "Model.operator_codes"))?;
+    fn new(buf: &'a [u8], root: ModelRef<'a>, name: &str) -> Result<Self> {
         let mut codes = Vec::new();
-        if let Some(v) = codes_vec {
-            for i in 0..v.len() {
+        if let Some(v) = ctx(root.operator_codes(), "Model")? {
+            for (i, t) in v.iter().enumerate() {
                 let what = format!("operator_codes[{i}]");
-                let t = ctx(v.table(i, &what))?;
-                let deprecated = ctx(t.i8(operator_code::DEPRECATED_BUILTIN_CODE, 0, &what))?;
-                let builtin = ctx(t.i32(operator_code::BUILTIN_CODE, 0, &what))?;
-                let custom = ctx(t.string(operator_code::CUSTOM_CODE, &what))?;
+                let t = ctx(t, &what)?;
+                let deprecated = ctx(t.deprecated_builtin_code(), &what)?;
+                // Kept as a number: a code newer than the schema is an unsupported operator.
+                let builtin: i32 = ctx(raw(t.builtin_code()), &what)?;
+                let custom = ctx(lenient_str(t.custom_code()), &what)?.map(str::to_string);
                 // Old files only set the deprecated byte; new ones set both (TFLite takes the max).
                 codes.push(OpCode {
                     builtin: builtin.max(i32::from(deprecated)),
@@ -142,13 +142,13 @@ impl<'a> Importer<'a> {
                 });
             }
         }
-        let subgraphs = ctx(root.vector(model::SUBGRAPHS, 4, "Model.subgraphs"))?
-            .filter(|v| v.len() > 0)
+        let subgraph = ctx(root.subgraphs(), "Model")?
+            .and_then(|v| v.first())
             .ok_or_else(|| malformed("the model has no subgraph"))?;
-        let subgraph = ctx(subgraphs.table(0, "subgraphs[0]"))?;
-        let tensors = ctx(subgraph.vector(subgraph::TENSORS, 4, "SubGraph.tensors"))?
+        let subgraph = ctx(subgraph, "subgraphs[0]")?;
+        let tensors = ctx(subgraph.tensors(), "subgraphs[0]")?
             .ok_or_else(|| malformed("the main subgraph has no tensors"))?;
-        let buffers = ctx(root.vector(model::BUFFERS, 4, "Model.buffers"))?;
+        let buffers = ctx(root.buffers(), "Model")?;
         Ok(Importer {
             buf,
             codes,
@@ -165,48 +165,45 @@ impl<'a> Importer<'a> {
         })
     }
 
+    /// The main subgraph's operators (none when the field is absent).
+    fn operators(&self) -> Result<Tables<'a, OperatorRef<'a>>> {
+        Ok(ctx(self.subgraph.operators(), "subgraphs[0]")?
+            .unwrap_or_else(planus::Vector::new_empty))
+    }
+
     fn run(mut self) -> Result<Graph> {
-        let operators = ctx(self
-            .subgraph
-            .vector(subgraph::OPERATORS, 4, "SubGraph.operators"))?;
         // Every operator must be one we support before anything else is looked at: the
         // unsupported ones (all of them, counted) are the most useful thing to report.
         let mut raw_ops = Vec::new();
         let mut unsupported = crate::error::UnsupportedSet::default();
-        for (i, t) in operators
-            .iter()
-            .flat_map(|v| (0..v.len()).map(move |i| (i, v)))
-        {
+        for (i, t) in self.operators()?.iter().enumerate() {
             let what = format!("operators[{i}]");
-            let t = ctx(t.table(i, &what))?;
-            let code_index = ctx(t.u32(operator::OPCODE_INDEX, 0, &what))? as usize;
+            let t = ctx(t, &what)?;
+            let code_index = ctx(t.opcode_index(), &what)? as usize;
             let code = self.codes.get(code_index).ok_or_else(|| {
                 malformed(format!(
                     "{what}: opcode_index {code_index} but the model has {} operator codes",
                     self.codes.len()
                 ))
             })?;
-            let inputs =
-                ctx(t.vector(operator::INPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
-            let outputs =
-                ctx(t.vector(operator::OUTPUTS, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+            let inputs = ints(t.inputs(), &what)?;
+            let outputs = ints(t.outputs(), &what)?;
             let node = self.node_name(i, &outputs);
-            if !ops::is_supported(code.builtin) {
+            // Every supported operator is a schema operator (`operators::tests` checks it).
+            let builtin = BuiltinOperator::try_from(code.builtin).ok();
+            let Some(builtin) = builtin.filter(|_| ops::is_supported(code.builtin)) else {
                 unsupported.add(&code.name(), &node);
                 continue;
-            }
-            let options_type = ctx(t.u8(operator::BUILTIN_OPTIONS_TYPE, 0, &what))?;
-            let options = ctx(t.table(operator::BUILTIN_OPTIONS, &what))?;
-            let intermediates = ctx(t.vector(operator::INTERMEDIATES, 4, &what))?
-                .map_or_else(Vec::new, |v| v.to_i32s());
+            };
+            let options = ctx(known_union(t.builtin_options()), &what)?;
+            let intermediates = ints(t.intermediates(), &what)?;
             raw_ops.push(ops::RawOp {
                 index: i,
                 node,
-                code: code.builtin,
+                code: builtin,
                 op_name: code.name(),
                 inputs,
                 outputs,
-                options_type,
                 options,
                 intermediates,
             });
@@ -215,12 +212,12 @@ impl<'a> Importer<'a> {
             return Err(e);
         }
 
-        let inputs = self.index_list(subgraph::INPUTS, "SubGraph.inputs")?;
+        let inputs = self.index_list(self.subgraph.inputs(), "SubGraph.inputs")?;
         for &i in &inputs {
             let id = self.tensor(i, true)?;
             self.graph.inputs.push(id);
         }
-        let outputs = self.index_list(subgraph::OUTPUTS, "SubGraph.outputs")?;
+        let outputs = self.index_list(self.subgraph.outputs(), "SubGraph.outputs")?;
         for raw in &raw_ops {
             dynamic::infer(&mut self, raw)?;
             for op in ops::map(&mut self, raw)? {
@@ -328,9 +325,13 @@ impl<'a> Importer<'a> {
     }
 
     /// A subgraph's list of tensor indices (inputs or outputs).
-    fn index_list(&self, field: usize, what: &str) -> Result<Vec<usize>> {
-        let v = ctx(self.subgraph.vector(field, 4, what))?.map_or_else(Vec::new, |v| v.to_i32s());
-        v.iter()
+    fn index_list(
+        &self,
+        field: planus::Result<Option<planus::Vector<'_, i32>>>,
+        what: &str,
+    ) -> Result<Vec<usize>> {
+        ints(field, what)?
+            .iter()
             .map(|&i| {
                 usize::try_from(i)
                     .ok()
@@ -354,16 +355,23 @@ impl<'a> Importer<'a> {
             .unwrap_or_else(|| format!("operator #{op_index}"))
     }
 
-    fn tensor_table(&self, index: usize) -> Result<Table<'a>> {
-        ctx(self.tensors.table(index, &format!("tensors[{index}]")))
+    fn tensor_table(&self, index: usize) -> Result<TensorRef<'a>> {
+        let what = format!("tensors[{index}]");
+        let t = self.tensors.get(index).ok_or_else(|| {
+            malformed(format!(
+                "{what}: index {index} out of range ({} elements)",
+                self.tensors.len()
+            ))
+        })?;
+        ctx(t, &what)
     }
 
     fn tensor_name(&self, index: usize) -> Result<String> {
         let t = self.tensor_table(index)?;
         Ok(
-            ctx(t.string(tensor::NAME, &format!("tensors[{index}].name")))?
+            ctx(lenient_str(t.name()), &format!("tensors[{index}].name"))?
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| format!("tensor_{index}")),
+                .map_or_else(|| format!("tensor_{index}"), str::to_string),
         )
     }
 
@@ -391,8 +399,7 @@ impl<'a> Importer<'a> {
             tensor: name.clone(),
             detail,
         };
-        let shape_raw =
-            ctx(t.vector(tensor::SHAPE, 4, &what))?.map_or_else(Vec::new, |v| v.to_i32s());
+        let shape_raw = ints(t.shape(), &what)?;
         if shape_raw.len() > MAX_RANK {
             return Err(bad(format!(
                 "rank {} is more than the {MAX_RANK} we support",
@@ -408,18 +415,18 @@ impl<'a> Importer<'a> {
             })?;
             shape.push(d);
         }
-        let ty = ctx(t.i8(tensor::TYPE, 0, &what))?;
-        let dtype = match ty {
-            tensor_type::FLOAT32 => DType::F32,
-            tensor_type::INT32 => DType::I32,
-            tensor_type::UINT8 => DType::U8,
-            tensor_type::INT64 => DType::I64,
-            tensor_type::INT16 => DType::I16,
-            tensor_type::INT8 => DType::I8,
-            other => {
+        let ty: i8 = ctx(raw(t.type_()), &what)?;
+        let dtype = match TensorType::try_from(ty) {
+            Ok(TensorType::Float32) => DType::F32,
+            Ok(TensorType::Int32) => DType::I32,
+            Ok(TensorType::Uint8) => DType::U8,
+            Ok(TensorType::Int64) => DType::I64,
+            Ok(TensorType::Int16) => DType::I16,
+            Ok(TensorType::Int8) => DType::I8,
+            _ => {
                 return Err(bad(format!(
                     "element type {} is not supported (supported: FLOAT32, INT8, UINT8, INT16, INT32, INT64)",
-                    schema::tensor_type_name(other)
+                    schema::tensor_type_name(ty)
                 )));
             }
         };
@@ -434,15 +441,15 @@ impl<'a> Importer<'a> {
             })?;
         // Variable tensors (LSTM states) persist between runs and start at zero; a buffer
         // holding an initial value is not read (TFLite resets them to zero too).
-        let variable = ctx(t.bool(tensor::IS_VARIABLE, &what))?;
+        let variable = ctx(t.is_variable(), &what)?;
         if variable && graph_input {
             return Err(bad("a variable tensor cannot be a graph input".into()));
         }
-        if ctx(t.table(tensor::SPARSITY, &what))?.is_some() {
+        if ctx(t.sparsity(), &what)?.is_some() {
             return Err(bad("sparse tensors are not supported".into()));
         }
         let quant = self.quantization(&t, &what, &shape, &bad)?;
-        let buffer_index = ctx(t.u32(tensor::BUFFER, 0, &what))? as usize;
+        let buffer_index = ctx(t.buffer(), &what)? as usize;
         let data = if graph_input || variable {
             None
         } else {
@@ -485,29 +492,41 @@ impl<'a> Importer<'a> {
 
     fn quantization(
         &self,
-        t: &Table<'a>,
+        t: &TensorRef<'a>,
         what: &str,
         shape: &[usize],
         bad: &dyn Fn(String) -> Error,
     ) -> Result<Option<Quantization>> {
-        let Some(q) = ctx(t.table(tensor::QUANTIZATION, what))? else {
+        let Some(q) = ctx(t.quantization(), what)? else {
             return Ok(None);
         };
-        if ctx(q.table(quantization::DETAILS, what))?.is_some() {
+        // Any details table, of a kind this schema knows or not, replaces scale and zero point.
+        let details = match q.details() {
+            Err(e)
+                if matches!(
+                    e.error_kind,
+                    planus::errors::ErrorKind::UnknownUnionTag { .. }
+                ) =>
+            {
+                true
+            }
+            r => ctx(r, what)?.is_some(),
+        };
+        if details {
             return Err(bad("custom quantization details are not supported".into()));
         }
-        let scales = ctx(q.vector(quantization::SCALE, 4, what))?;
-        let Some(scales) = scales.filter(|s| s.len() > 0) else {
+        let scales = ctx(q.scale(), what)?;
+        let Some(scales) = scales.filter(|s| !s.is_empty()) else {
             return Ok(None);
         };
-        let scale: Vec<f32> = (0..scales.len()).filter_map(|i| scales.f32(i)).collect();
+        let scale: Vec<f32> = scales.iter().collect();
         if let Some(s) = scale.iter().find(|s| !s.is_finite() || **s < 0.0) {
             return Err(bad(format!(
                 "quantization scale {s} is not a finite positive number"
             )));
         }
-        let zps = ctx(q.vector(quantization::ZERO_POINT, 8, what))?;
-        let zero_point: Vec<i32> = match zps.filter(|z| z.len() > 0) {
+        let zps = ctx(q.zero_point(), what)?;
+        let zero_point: Vec<i32> = match zps.filter(|z| !z.is_empty()) {
             None => vec![0; scale.len()],
             Some(z) => {
                 if z.len() != scale.len() {
@@ -517,9 +536,8 @@ impl<'a> Importer<'a> {
                         scale.len()
                     )));
                 }
-                (0..z.len())
-                    .map(|i| {
-                        let v = z.i64(i).unwrap_or(0);
+                z.iter()
+                    .map(|v| {
                         i32::try_from(v)
                             .map_err(|_| bad(format!("zero point {v} does not fit in 32 bits")))
                     })
@@ -527,7 +545,7 @@ impl<'a> Importer<'a> {
             }
         };
         let axis = if scale.len() > 1 {
-            let dim = ctx(q.i32(quantization::QUANTIZED_DIMENSION, 0, what))?;
+            let dim = ctx(q.quantized_dimension(), what)?;
             let ok = usize::try_from(dim)
                 .ok()
                 .filter(|&d| d < shape.len() && shape[d] == scale.len());
@@ -567,15 +585,20 @@ impl<'a> Importer<'a> {
             )));
         }
         let what = format!("buffers[{index}]");
-        let b = ctx(buffers.table(index, &what))?;
-        if let Some(d) = ctx(b.vector(buffer::DATA, 1, &what))?
-            && d.len() > 0
+        let b = ctx(
+            buffers
+                .get(index)
+                .ok_or_else(|| malformed(format!("{what}: out of range")))?,
+            &what,
+        )?;
+        if let Some(d) = ctx(b.data(), &what)?
+            && !d.is_empty()
         {
-            return Ok(Some(d.bytes()));
+            return Ok(Some(d));
         }
         // Large models keep their data after the flatbuffer: offset (from the file start) and size.
-        let offset = ctx(b.u64(buffer::OFFSET, 0, &what))?;
-        let size = ctx(b.u64(buffer::SIZE, 0, &what))?;
+        let offset = ctx(b.offset(), &what)?;
+        let size = ctx(b.size(), &what)?;
         if offset > 1 && size > 0 {
             let range = usize::try_from(offset)
                 .ok()

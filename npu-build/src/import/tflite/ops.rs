@@ -1,8 +1,21 @@
 //! TFLite operators -> IR operators.
 
-use super::fb::Table;
-use super::schema::{builtin as b, options_type, opts};
+use super::generated::tflite::{BuiltinOperator as B, BuiltinOptionsRef};
+use super::schema::raw;
 use super::{Importer, ctx};
+
+/// The operator's builtin options if they are the union variant `$variant` (`Conv2DOptions`...).
+macro_rules! options {
+    ($op:expr, $variant:ident) => {
+        match $op.options {
+            Some($crate::import::tflite::generated::tflite::BuiltinOptionsRef::$variant(o)) => {
+                Some(o)
+            }
+            _ => None,
+        }
+    };
+}
+pub(super) use options;
 
 // movea
 mod movement;
@@ -30,12 +43,12 @@ pub struct RawOp<'a> {
     pub index: usize,
     /// Name of the first output tensor (TFLite operators have no names).
     pub node: String,
-    pub code: i32,
+    pub code: B,
     pub op_name: String,
     pub inputs: Vec<i32>,
     pub outputs: Vec<i32>,
-    pub options_type: u8,
-    pub options: Option<Table<'a>>,
+    /// The builtin options (read with [`options!`]).
+    pub options: Option<BuiltinOptionsRef<'a>>,
     /// Intermediate tensors (the LSTM's gate and hidden quantization).
     pub intermediates: Vec<i32>,
 }
@@ -49,14 +62,9 @@ impl RawOp<'_> {
         }
     }
 
-    /// The builtin options table, if it is of the expected union type.
-    pub(super) fn options(&self, ty: u8) -> Option<Table<'_>> {
-        self.options.filter(|_| self.options_type == ty)
-    }
-
-    fn required_options(&self, ty: u8, table: &str) -> Result<Table<'_>> {
-        self.options(ty)
-            .ok_or_else(|| self.invalid(format!("{table} are missing")))
+    /// The error for options `table` the operator needs but does not have.
+    fn missing(&self, table: &str) -> Error {
+        self.invalid(format!("{table} are missing"))
     }
 
     pub(super) fn what(&self) -> String {
@@ -153,7 +161,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     let out_index = usize::try_from(op.outputs[0])
         .map_err(|_| op.invalid(format!("output refers to tensor {}", op.outputs[0])))?;
     let output = im.tensor(out_index, false)?;
-    if op.code == b::TRANSPOSE_CONV {
+    if op.code == B::TransposeConv {
         // Inputs `[output_shape, weights, x, bias?]`: the data input is not input 0.
         let (kind, inputs) = transpose_conv(im, op, output, &required, &input_at)?;
         return Ok(Op {
@@ -163,7 +171,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             outputs: vec![output],
         });
     }
-    if op.code == b::UNIDIRECTIONAL_SEQUENCE_LSTM {
+    if op.code == B::UnidirectionalSequenceLstm {
         let (kind, inputs) = lstm(im, op, &required, &input_at)?;
         return Ok(Op {
             name: im.graph.tensors[output].name.clone(),
@@ -175,28 +183,29 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     let x = required(im, 0)?;
 
     let (kind, inputs) = match op.code {
-        b::CONV_2D | b::DEPTHWISE_CONV_2D => {
-            let depthwise = op.code == b::DEPTHWISE_CONV_2D;
-            let (ty, table) = if depthwise {
-                (options_type::DEPTHWISE_CONV_2D, "DepthwiseConv2DOptions")
-            } else {
-                (options_type::CONV_2D, "Conv2DOptions")
-            };
-            let o = op.required_options(ty, table)?;
-            let padding = ctx(o.i8(opts::PADDING, 0, &what))?;
-            let sw = positive(op, ctx(o.i32(opts::STRIDE_W, 0, &what))?, "stride_w")?;
-            let sh = positive(op, ctx(o.i32(opts::STRIDE_H, 0, &what))?, "stride_h")?;
-            let (act, dw, dh) = if depthwise {
-                (
-                    ctx(o.i8(opts::DW_ACTIVATION, 0, &what))?,
-                    ctx(o.i32(opts::DW_DILATION_W, 1, &what))?,
-                    ctx(o.i32(opts::DW_DILATION_H, 1, &what))?,
+        B::Conv2d | B::DepthwiseConv2d => {
+            let depthwise = op.code == B::DepthwiseConv2d;
+            // The two options tables share these fields (not their slots).
+            macro_rules! conv_options {
+                ($o:expr) => {{
+                    let o = $o;
+                    let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
+                    let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
+                    let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
+                    let act = ctx(raw::<_, i8>(o.fused_activation_function()), &what)?;
+                    let dw = ctx(o.dilation_w_factor(), &what)?;
+                    let dh = ctx(o.dilation_h_factor(), &what)?;
+                    (padding, sw, sh, act, dw, dh)
+                }};
+            }
+            let (padding, sw, sh, act, dw, dh) = if depthwise {
+                conv_options!(
+                    options!(op, DepthwiseConv2DOptions)
+                        .ok_or_else(|| op.missing("DepthwiseConv2DOptions"))?
                 )
             } else {
-                (
-                    ctx(o.i8(opts::CONV_ACTIVATION, 0, &what))?,
-                    ctx(o.i32(opts::CONV_DILATION_W, 1, &what))?,
-                    ctx(o.i32(opts::CONV_DILATION_H, 1, &what))?,
+                conv_options!(
+                    options!(op, Conv2DOptions).ok_or_else(|| op.missing("Conv2DOptions"))?
                 )
             };
             let dw = positive(op, dw, "dilation_w_factor")?;
@@ -276,19 +285,17 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             inputs.extend(bias);
             (kind, inputs)
         }
-        b::FULLY_CONNECTED => {
-            let o = op.options(options_type::FULLY_CONNECTED);
+        B::FullyConnected => {
+            let o = options!(op, FullyConnectedOptions);
             let (act, format, asym) = match o {
                 Some(o) => (
-                    ctx(o.i8(opts::FC_ACTIVATION, 0, &what))?,
-                    ctx(o.i8(opts::FC_WEIGHTS_FORMAT, 0, &what))?,
-                    ctx(o.bool(opts::FC_ASYMMETRIC_QUANTIZE_INPUTS, &what))?,
+                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?,
+                    ctx(raw::<_, i8>(o.weights_format()), &what)?,
+                    ctx(o.asymmetric_quantize_inputs(), &what)?,
                 ),
                 None => (0, 0, false),
             };
-            let _keep_num_dims = o
-                .map(|o| ctx(o.bool(opts::FC_KEEP_NUM_DIMS, &what)))
-                .transpose()?;
+            let _keep_num_dims = o.map(|o| ctx(o.keep_num_dims(), &what)).transpose()?;
             if format != 0 {
                 return Err(op.invalid("shuffled weights format is not supported"));
             }
@@ -318,28 +325,31 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             inputs.extend(bias);
             (OpKind::FullyConnected { activation }, inputs)
         }
-        b::ADD | b::SUB | b::MUL => {
-            let ty = match op.code {
-                b::ADD => options_type::ADD,
-                b::SUB => options_type::SUB,
-                _ => options_type::MUL,
-            };
-            let act = match op.options(ty) {
-                Some(o) => ctx(o.i8(opts::BINARY_ACTIVATION, 0, &what))?,
-                None => 0,
+        B::Add | B::Sub | B::Mul => {
+            let act = match (op.code, op.options) {
+                (B::Add, Some(BuiltinOptionsRef::AddOptions(o))) => {
+                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
+                }
+                (B::Sub, Some(BuiltinOptionsRef::SubOptions(o))) => {
+                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
+                }
+                (B::Mul, Some(BuiltinOptionsRef::MulOptions(o))) => {
+                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
+                }
+                _ => 0,
             };
             let activation = activation(op, act)?;
             let y = required(im, 1)?;
             let kind = match op.code {
-                b::ADD => OpKind::Add { activation },
-                b::SUB => OpKind::Sub { activation },
+                B::Add => OpKind::Add { activation },
+                B::Sub => OpKind::Sub { activation },
                 _ => OpKind::Mul { activation },
             };
             (kind, vec![x, y])
         }
-        b::MEAN => {
-            let keep_dims = match op.options(options_type::REDUCER) {
-                Some(o) => ctx(o.bool(opts::REDUCER_KEEP_DIMS, &what))?,
+        B::Mean => {
+            let keep_dims = match options!(op, ReducerOptions) {
+                Some(o) => ctx(o.keep_dims(), &what)?,
                 None => false,
             };
             let a = required(im, 1)?;
@@ -359,22 +369,15 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 vec![x],
             )
         }
-        b::AVERAGE_POOL_2D | b::MAX_POOL_2D => {
-            let o = op.required_options(options_type::POOL_2D, "Pool2DOptions")?;
-            let padding = ctx(o.i8(opts::PADDING, 0, &what))?;
-            let sw = positive(op, ctx(o.i32(opts::STRIDE_W, 0, &what))?, "stride_w")?;
-            let sh = positive(op, ctx(o.i32(opts::STRIDE_H, 0, &what))?, "stride_h")?;
-            let fw = positive(
-                op,
-                ctx(o.i32(opts::POOL_FILTER_W, 0, &what))?,
-                "filter_width",
-            )?;
-            let fh = positive(
-                op,
-                ctx(o.i32(opts::POOL_FILTER_H, 0, &what))?,
-                "filter_height",
-            )?;
-            let activation = activation(op, ctx(o.i8(opts::POOL_ACTIVATION, 0, &what))?)?;
+        B::AveragePool2d | B::MaxPool2d => {
+            let o = options!(op, Pool2DOptions).ok_or_else(|| op.missing("Pool2DOptions"))?;
+            let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
+            let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
+            let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
+            let fw = positive(op, ctx(o.filter_width(), &what)?, "filter_width")?;
+            let fh = positive(op, ctx(o.filter_height(), &what)?, "filter_height")?;
+            let activation =
+                activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
             let xs = im.graph.tensors[x].shape.clone();
             let os = im.graph.tensors[output].shape.clone();
             if xs.len() != 4 || os.len() != 4 {
@@ -399,17 +402,19 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 },
                 activation,
             };
-            let kind = if op.code == b::AVERAGE_POOL_2D {
+            let kind = if op.code == B::AveragePool2d {
                 OpKind::AvgPool(attrs)
             } else {
                 OpKind::MaxPool(attrs)
             };
             (kind, vec![x])
         }
-        b::CONCATENATION => {
-            let o = op.required_options(options_type::CONCATENATION, "ConcatenationOptions")?;
-            let axis = ctx(o.i32(opts::CONCAT_AXIS, 0, &what))?;
-            let activation = activation(op, ctx(o.i8(opts::CONCAT_ACTIVATION, 0, &what))?)?;
+        B::Concatenation => {
+            let o = options!(op, ConcatenationOptions)
+                .ok_or_else(|| op.missing("ConcatenationOptions"))?;
+            let axis = ctx(o.axis(), &what)?;
+            let activation =
+                activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
             let rank = im.graph.tensors[output].shape.len();
             let axis = normalize_axis(op, i64::from(axis), rank)?;
             let mut inputs = vec![x];
@@ -418,7 +423,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Concat { axis, activation }, inputs)
         }
-        b::RESHAPE => {
+        B::Reshape => {
             // The new shape (input 1 or the options) is the output tensor's shape.
             let n_in = im.graph.tensors[x].elements();
             let n_out = im.graph.tensors[output].elements();
@@ -429,7 +434,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Reshape, vec![x])
         }
-        b::PAD | b::PADV2 => {
+        B::Pad | B::Padv2 => {
             let p = required(im, 1)?;
             let rank = im.graph.tensors[x].shape.len();
             let raw = const_ints(im, op, p, "paddings")?;
@@ -449,7 +454,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                     _ => return Err(op.invalid(format!("negative paddings {raw:?}"))),
                 }
             }
-            let value = if op.code == b::PADV2 {
+            let value = if op.code == B::Padv2 {
                 match input_at(im, 2)? {
                     None => None,
                     Some(c) => Some(pad_value(im, op, c, x)?),
@@ -459,22 +464,22 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             };
             (OpKind::Pad { pads, value }, vec![x])
         }
-        b::RESIZE_NEAREST_NEIGHBOR | b::RESIZE_BILINEAR => {
-            let (mode, align_corners, half_pixel_centers) = if op.code == b::RESIZE_BILINEAR {
-                match op.options(options_type::RESIZE_BILINEAR) {
+        B::ResizeNearestNeighbor | B::ResizeBilinear => {
+            let (mode, align_corners, half_pixel_centers) = if op.code == B::ResizeBilinear {
+                match options!(op, ResizeBilinearOptions) {
                     Some(o) => (
                         ResizeMode::Bilinear,
-                        ctx(o.bool(opts::BILINEAR_ALIGN_CORNERS, &what))?,
-                        ctx(o.bool(opts::BILINEAR_HALF_PIXEL_CENTERS, &what))?,
+                        ctx(o.align_corners(), &what)?,
+                        ctx(o.half_pixel_centers(), &what)?,
                     ),
                     None => (ResizeMode::Bilinear, false, false),
                 }
             } else {
-                match op.options(options_type::RESIZE_NEAREST_NEIGHBOR) {
+                match options!(op, ResizeNearestNeighborOptions) {
                     Some(o) => (
                         ResizeMode::Nearest,
-                        ctx(o.bool(opts::NEAREST_ALIGN_CORNERS, &what))?,
-                        ctx(o.bool(opts::NEAREST_HALF_PIXEL_CENTERS, &what))?,
+                        ctx(o.align_corners(), &what)?,
+                        ctx(o.half_pixel_centers(), &what)?,
                     ),
                     None => (ResizeMode::Nearest, false, false),
                 }
@@ -507,9 +512,9 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 vec![x],
             )
         }
-        b::SOFTMAX => {
-            let beta = match op.options(options_type::SOFTMAX) {
-                Some(o) => ctx(o.f32(opts::SOFTMAX_BETA, 0.0, &what))?,
+        B::Softmax => {
+            let beta = match options!(op, SoftmaxOptions) {
+                Some(o) => ctx(o.beta(), &what)?,
                 None => 0.0,
             };
             if !beta.is_finite() {
@@ -517,12 +522,12 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Softmax { beta }, vec![x])
         }
-        b::BATCH_MATMUL => {
-            let (adj_a, adj_b, asym) = match op.options(options_type::BATCH_MATMUL) {
+        B::BatchMatmul => {
+            let (adj_a, adj_b, asym) = match options!(op, BatchMatMulOptions) {
                 Some(o) => (
-                    ctx(o.bool(opts::BMM_ADJ_X, &what))?,
-                    ctx(o.bool(opts::BMM_ADJ_Y, &what))?,
-                    ctx(o.bool(opts::BMM_ASYMMETRIC_QUANTIZE_INPUTS, &what))?,
+                    ctx(o.adj_x(), &what)?,
+                    ctx(o.adj_y(), &what)?,
+                    ctx(o.asymmetric_quantize_inputs(), &what)?,
                 ),
                 None => (false, false, false),
             };
@@ -532,13 +537,13 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             let y = required(im, 1)?;
             (OpKind::BatchMatMul { adj_a, adj_b }, vec![x, y])
         }
-        b::QUANTIZE => (OpKind::Quantize, vec![x]),
-        b::DEQUANTIZE => (OpKind::Dequantize, vec![x]),
-        b::RELU => (OpKind::Activation(Activation::Relu), vec![x]),
-        b::RELU6 => (OpKind::Activation(Activation::Relu6), vec![x]),
-        b::RELU_N1_TO_1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
+        B::Quantize => (OpKind::Quantize, vec![x]),
+        B::Dequantize => (OpKind::Dequantize, vec![x]),
+        B::Relu => (OpKind::Activation(Activation::Relu), vec![x]),
+        B::Relu6 => (OpKind::Activation(Activation::Relu6), vec![x]),
+        B::ReluN1To1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
         // moveb
-        b::TRANSPOSE => {
+        B::Transpose => {
             let p = required(im, 1)?;
             let rank = im.graph.tensors[x].shape.len();
             let raw = const_ints(im, op, p, "perm")?;
@@ -548,7 +553,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Transpose { perm }, vec![x])
         }
-        b::TILE => {
+        B::Tile => {
             let m = required(im, 1)?;
             let raw = const_ints(im, op, m, "multiples")?;
             let multiples = raw
@@ -558,9 +563,9 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 .map_err(|_| op.invalid(format!("negative multiples {raw:?}")))?;
             (OpKind::Tile { multiples }, vec![x])
         }
-        b::MIRROR_PAD => {
-            let mode = match op.options(options_type::MIRROR_PAD) {
-                Some(o) => ctx(o.i8(opts::MIRROR_PAD_MODE, 0, &what))?,
+        B::MirrorPad => {
+            let mode = match options!(op, MirrorPadOptions) {
+                Some(o) => ctx(raw::<_, i8>(o.mode()), &what)?,
                 None => 0,
             };
             let mode = match mode {
@@ -572,7 +577,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             let pads = pad_pairs(im, op, p, x)?;
             (OpKind::MirrorPad { pads, mode }, vec![x])
         }
-        b::REVERSE_V2 => {
+        B::ReverseV2 => {
             let a = required(im, 1)?;
             let rank = im.graph.tensors[x].shape.len();
             let mut axes = Vec::new();
@@ -583,12 +588,9 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             axes.dedup();
             (OpKind::Reverse { axes }, vec![x])
         }
-        b::GATHER => {
-            let (axis, batch_dims) = match op.options(options_type::GATHER) {
-                Some(o) => (
-                    ctx(o.i32(opts::GATHER_AXIS, 0, &what))?,
-                    ctx(o.i32(opts::GATHER_BATCH_DIMS, 0, &what))?,
-                ),
+        B::Gather => {
+            let (axis, batch_dims) = match options!(op, GatherOptions) {
+                Some(o) => (ctx(o.axis(), &what)?, ctx(o.batch_dims(), &what)?),
                 None => (0, 0),
             };
             if batch_dims != 0 {
@@ -613,22 +615,25 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 })?;
             (OpKind::Gather { axis, indices }, vec![x])
         }
-        b::DEPTH_TO_SPACE | b::SPACE_TO_DEPTH => {
-            let (ty, table) = if op.code == b::DEPTH_TO_SPACE {
-                (options_type::DEPTH_TO_SPACE, "DepthToSpaceOptions")
+        B::DepthToSpace | B::SpaceToDepth => {
+            let block = if op.code == B::DepthToSpace {
+                options!(op, DepthToSpaceOptions)
+                    .ok_or_else(|| op.missing("DepthToSpaceOptions"))?
+                    .block_size()
             } else {
-                (options_type::SPACE_TO_DEPTH, "SpaceToDepthOptions")
+                options!(op, SpaceToDepthOptions)
+                    .ok_or_else(|| op.missing("SpaceToDepthOptions"))?
+                    .block_size()
             };
-            let o = op.required_options(ty, table)?;
-            let block = positive(op, ctx(o.i32(opts::BLOCK_SIZE, 0, &what))?, "block_size")?;
-            let kind = if op.code == b::DEPTH_TO_SPACE {
+            let block = positive(op, ctx(block, &what)?, "block_size")?;
+            let kind = if op.code == B::DepthToSpace {
                 OpKind::DepthToSpace { block, crd: false }
             } else {
                 OpKind::SpaceToDepth { block }
             };
             (kind, vec![x])
         }
-        b::SPACE_TO_BATCH_ND | b::BATCH_TO_SPACE_ND => {
+        B::SpaceToBatchNd | B::BatchToSpaceNd => {
             let bs = required(im, 1)?;
             let block = const_ints(im, op, bs, "block_shape")?;
             let p = required(im, 2)?;
@@ -659,28 +664,28 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                     _ => return Err(bad()),
                 }
             }
-            let kind = if op.code == b::SPACE_TO_BATCH_ND {
+            let kind = if op.code == B::SpaceToBatchNd {
                 OpKind::SpaceToBatch { block, pads: pp }
             } else {
                 OpKind::BatchToSpace { block, crops: pp }
             };
             (kind, vec![x])
         }
-        b::ABS => (OpKind::Abs, vec![x]),
-        b::NEG => (OpKind::Neg, vec![x]),
-        b::MAXIMUM | b::MINIMUM | b::SQUARED_DIFFERENCE | b::PRELU => {
+        B::Abs => (OpKind::Abs, vec![x]),
+        B::Neg => (OpKind::Neg, vec![x]),
+        B::Maximum | B::Minimum | B::SquaredDifference | B::Prelu => {
             let y = required(im, 1)?;
             let kind = match op.code {
-                b::MAXIMUM => OpKind::Maximum,
-                b::MINIMUM => OpKind::Minimum,
-                b::SQUARED_DIFFERENCE => OpKind::SquaredDifference,
+                B::Maximum => OpKind::Maximum,
+                B::Minimum => OpKind::Minimum,
+                B::SquaredDifference => OpKind::SquaredDifference,
                 _ => OpKind::Prelu,
             };
             (kind, vec![x, y])
         }
-        b::SUM | b::REDUCE_MAX | b::REDUCE_MIN => {
-            let keep_dims = match op.options(options_type::REDUCER) {
-                Some(o) => ctx(o.bool(opts::REDUCER_KEEP_DIMS, &what))?,
+        B::Sum | B::ReduceMax | B::ReduceMin => {
+            let keep_dims = match options!(op, ReducerOptions) {
+                Some(o) => ctx(o.keep_dims(), &what)?,
                 None => false,
             };
             let a = required(im, 1)?;
@@ -692,8 +697,8 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             axes.sort_unstable();
             axes.dedup();
             let kind = match op.code {
-                b::SUM => ReduceOp::Sum,
-                b::REDUCE_MAX => ReduceOp::Max,
+                B::Sum => ReduceOp::Sum,
+                B::ReduceMax => ReduceOp::Max,
                 _ => ReduceOp::Min,
             };
             (
@@ -705,7 +710,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 vec![x],
             )
         }
-        b::ARG_MAX | b::ARG_MIN => {
+        B::ArgMax | B::ArgMin => {
             // The index type is the output tensor's (ArgMaxOptions.output_type names it too).
             let a = required(im, 1)?;
             let rank = im.graph.tensors[x].shape.len();
@@ -721,26 +726,26 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             (
                 OpKind::ArgMinMax {
                     axis,
-                    max: op.code == b::ARG_MAX,
+                    max: op.code == B::ArgMax,
                 },
                 vec![x],
             )
         }
-        b::RELU_0_TO_1 => (
+        B::Relu0To1 => (
             OpKind::Activation(Activation::Clip { min: 0.0, max: 1.0 }),
             vec![x],
         ),
-        b::LOGISTIC => (OpKind::ActFn(ActFn::Logistic), vec![x]),
-        b::TANH => (OpKind::ActFn(ActFn::Tanh), vec![x]),
-        b::EXP => (OpKind::ActFn(ActFn::Exp), vec![x]),
-        b::LOG => (OpKind::ActFn(ActFn::Log), vec![x]),
-        b::HARD_SWISH => (OpKind::ActFn(ActFn::HardSwish), vec![x]),
-        b::RSQRT => (OpKind::ActFn(ActFn::Rsqrt), vec![x]),
-        b::SQRT => (OpKind::ActFn(ActFn::Sqrt), vec![x]),
-        b::ELU => (OpKind::ActFn(ActFn::Elu { alpha: 1.0 }), vec![x]),
-        b::LEAKY_RELU => {
-            let alpha = match op.options(options_type::LEAKY_RELU) {
-                Some(o) => ctx(o.f32(opts::LEAKY_RELU_ALPHA, 0.0, &what))?,
+        B::Logistic => (OpKind::ActFn(ActFn::Logistic), vec![x]),
+        B::Tanh => (OpKind::ActFn(ActFn::Tanh), vec![x]),
+        B::Exp => (OpKind::ActFn(ActFn::Exp), vec![x]),
+        B::Log => (OpKind::ActFn(ActFn::Log), vec![x]),
+        B::HardSwish => (OpKind::ActFn(ActFn::HardSwish), vec![x]),
+        B::Rsqrt => (OpKind::ActFn(ActFn::Rsqrt), vec![x]),
+        B::Sqrt => (OpKind::ActFn(ActFn::Sqrt), vec![x]),
+        B::Elu => (OpKind::ActFn(ActFn::Elu { alpha: 1.0 }), vec![x]),
+        B::LeakyRelu => {
+            let alpha = match options!(op, LeakyReluOptions) {
+                Some(o) => ctx(o.alpha(), &what)?,
                 None => 0.0,
             };
             if !alpha.is_finite() {
@@ -748,9 +753,9 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::ActFn(ActFn::LeakyRelu { alpha }), vec![x])
         }
-        b::GELU => {
-            let approximate = match op.options(options_type::GELU) {
-                Some(o) => ctx(o.bool(opts::GELU_APPROXIMATE, &what))?,
+        B::Gelu => {
+            let approximate = match options!(op, GeluOptions) {
+                Some(o) => ctx(o.approximate(), &what)?,
                 None => false,
             };
             (OpKind::ActFn(ActFn::Gelu { approximate }), vec![x])
@@ -783,11 +788,11 @@ fn transpose_conv(
     input_at: &dyn Fn(&mut Importer, usize) -> Result<Option<TensorId>>,
 ) -> Result<(OpKind, Vec<TensorId>)> {
     let what = op.what();
-    let o = op.required_options(options_type::TRANSPOSE_CONV, "TransposeConvOptions")?;
-    let padding = ctx(o.i8(opts::PADDING, 0, &what))?;
-    let sw = positive(op, ctx(o.i32(opts::STRIDE_W, 0, &what))?, "stride_w")?;
-    let sh = positive(op, ctx(o.i32(opts::STRIDE_H, 0, &what))?, "stride_h")?;
-    let activation = activation(op, ctx(o.i8(opts::TCONV_ACTIVATION, 0, &what))?)?;
+    let o = options!(op, TransposeConvOptions).ok_or_else(|| op.missing("TransposeConvOptions"))?;
+    let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
+    let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
+    let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
+    let activation = activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
     let shape_t = required(im, 0)?;
     let w = required(im, 1)?;
     let x = required(im, 2)?;
@@ -950,22 +955,18 @@ fn lstm(
     input_at: &dyn Fn(&mut Importer, usize) -> Result<Option<TensorId>>,
 ) -> Result<(OpKind, Vec<TensorId>)> {
     let what = op.what();
-    let o = op.required_options(
-        options_type::UNIDIRECTIONAL_SEQUENCE_LSTM,
-        "UnidirectionalSequenceLSTMOptions",
-    )?;
-    let act = ctx(o.i8(opts::LSTM_ACTIVATION, 0, &what))?;
+    let o = options!(op, UnidirectionalSequenceLstmOptions)
+        .ok_or_else(|| op.missing("UnidirectionalSequenceLSTMOptions"))?;
+    let act = ctx(raw::<_, i8>(o.fused_activation_function()), &what)?;
     if act != 4 {
         return Err(op.invalid(format!(
             "fused activation {act}: the integer LSTM computes its cell gate with TANH (4)"
         )));
     }
-    let cell_clip = ctx(o.f32(opts::LSTM_CELL_CLIP, 0.0, &what))?;
-    let proj_clip = ctx(o.f32(opts::LSTM_PROJ_CLIP, 0.0, &what))?;
-    let time_major = ctx(o.bool(opts::LSTM_TIME_MAJOR, &what))?;
-    if ctx(o.bool(opts::LSTM_ASYMMETRIC_QUANTIZE_INPUTS, &what))?
-        || ctx(o.bool(opts::LSTM_DIAGONAL_RECURRENT, &what))?
-    {
+    let cell_clip = ctx(o.cell_clip(), &what)?;
+    let proj_clip = ctx(o.proj_clip(), &what)?;
+    let time_major = ctx(o.time_major(), &what)?;
+    if ctx(o.asymmetric_quantize_inputs(), &what)? || ctx(o.diagonal_recurrent_tensors(), &what)? {
         return Err(op.invalid(
             "hybrid (asymmetric_quantize_inputs) and diagonal-recurrent LSTMs are not supported",
         ));

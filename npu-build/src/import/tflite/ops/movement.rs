@@ -7,22 +7,22 @@
 //! constant (shapes are static); the operators that then read only constants are folded by
 //! the importer (`Importer::fold`).
 
-use super::{Importer, RawOp, b, const_ints, ctx, normalize_axis, options_type, opts};
+use super::{B, BuiltinOptionsRef, Importer, RawOp, const_ints, ctx, normalize_axis, raw};
 use crate::error::Result;
 use crate::ir::{DType, Op, OpKind, Tensor, TensorId};
 
 /// Maps the operators of this family; `None` for other operators.
 pub(super) fn map(im: &mut Importer, op: &RawOp) -> Result<Option<Vec<Op>>> {
     let ops = match op.code {
-        b::SHAPE => shape(im, op)?,
-        b::REDUCE_PROD => reduce_prod(im, op)?,
-        b::SLICE => slice(im, op)?,
-        b::STRIDED_SLICE => strided_slice(im, op)?,
-        b::SPLIT => split(im, op, false)?,
-        b::SPLIT_V => split(im, op, true)?,
-        b::UNPACK => unpack(im, op)?,
-        b::PACK => pack(im, op)?,
-        b::EXPAND_DIMS | b::SQUEEZE => reshape(im, op)?,
+        B::Shape => shape(im, op)?,
+        B::ReduceProd => reduce_prod(im, op)?,
+        B::Slice => slice(im, op)?,
+        B::StridedSlice => strided_slice(im, op)?,
+        B::Split => split(im, op, false)?,
+        B::SplitV => split(im, op, true)?,
+        B::Unpack => unpack(im, op)?,
+        B::Pack => pack(im, op)?,
+        B::ExpandDims | B::Squeeze => reshape(im, op)?,
         _ => return Ok(None),
     };
     Ok(Some(ops))
@@ -89,10 +89,10 @@ fn slice_op(
 fn shape(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
     let x = input(im, op, 0)?;
     let y = one_output(im, op)?;
-    if let Some(o) = op.options(options_type::SHAPE) {
+    if let Some(o) = options!(op, ShapeOptions) {
         let what = op.what();
         // The output tensor's type is authoritative; the option only has to agree.
-        let _ = ctx(o.i8(opts::SHAPE_OUT_TYPE, 2, &what))?;
+        let _ = ctx(raw::<_, i8>(o.out_type()), &what)?;
     }
     let dims = im.graph.tensors[x].shape.clone();
     let yt = &mut im.graph.tensors[y];
@@ -299,20 +299,17 @@ fn strided_slice(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
     let (bt, et, st) = (input(im, op, 1)?, input(im, op, 2)?, input(im, op, 3)?);
     let y = one_output(im, op)?;
     let what = op.what();
-    let o = op.options(options_type::STRIDED_SLICE);
-    let field = |id: usize| -> Result<i64> {
-        match o {
-            Some(o) => Ok(i64::from(ctx(o.i32(id, 0, &what))?)),
-            None => Ok(0),
-        }
+    let o = options!(op, StridedSliceOptions);
+    let field = |f: Option<planus::Result<i32>>| -> Result<i64> {
+        f.map_or(Ok(0), |v| Ok(i64::from(ctx(v, &what)?)))
     };
-    let begin_mask = field(opts::SS_BEGIN_MASK)?;
-    let end_mask = field(opts::SS_END_MASK)?;
-    let ellipsis_mask = field(opts::SS_ELLIPSIS_MASK)?;
-    let new_axis_mask = field(opts::SS_NEW_AXIS_MASK)?;
-    let shrink_mask = field(opts::SS_SHRINK_AXIS_MASK)?;
+    let begin_mask = field(o.map(|o| o.begin_mask()))?;
+    let end_mask = field(o.map(|o| o.end_mask()))?;
+    let ellipsis_mask = field(o.map(|o| o.ellipsis_mask()))?;
+    let new_axis_mask = field(o.map(|o| o.new_axis_mask()))?;
+    let shrink_mask = field(o.map(|o| o.shrink_axis_mask()))?;
     let offset = match o {
-        Some(o) => ctx(o.bool(opts::SS_OFFSET, &what))?,
+        Some(o) => ctx(o.offset(), &what)?,
         None => false,
     };
     let begin = const_ints(im, op, bt, "begin")?;
@@ -444,13 +441,14 @@ fn split(im: &mut Importer, op: &RawOp, sizes_given: bool) -> Result<Vec<Op>> {
         (x, axis_input(im, op, 0, rank)?)
     };
     let ys = outputs(im, op)?;
-    let (ty, what) = if sizes_given {
-        (options_type::SPLIT_V, op.what())
-    } else {
-        (options_type::SPLIT, op.what())
+    let what = op.what();
+    let num_splits = match op.options {
+        Some(BuiltinOptionsRef::SplitVOptions(o)) if sizes_given => Some(o.num_splits()),
+        Some(BuiltinOptionsRef::SplitOptions(o)) if !sizes_given => Some(o.num_splits()),
+        _ => None,
     };
-    if let Some(o) = op.options(ty) {
-        let k = ctx(o.i32(opts::SPLIT_NUM_SPLITS, 0, &what))?;
+    if let Some(k) = num_splits {
+        let k = ctx(k, &what)?;
         if usize::try_from(k).ok() != Some(ys.len()) {
             return Err(op.invalid(format!(
                 "num_splits {k} but the operator has {} outputs",
@@ -521,11 +519,8 @@ fn unpack(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
     let shape = im.graph.tensors[x].shape.clone();
     let rank = shape.len();
     let what = op.what();
-    let (axis, num) = match op.options(options_type::UNPACK) {
-        Some(o) => (
-            i64::from(ctx(o.i32(opts::UNPACK_AXIS, 0, &what))?),
-            Some(ctx(o.i32(opts::UNPACK_NUM, 0, &what))?),
-        ),
+    let (axis, num) = match options!(op, UnpackOptions) {
+        Some(o) => (i64::from(ctx(o.axis(), &what)?), Some(ctx(o.num(), &what)?)),
         None => (0, None),
     };
     if let Some(num) = num
@@ -560,10 +555,10 @@ fn pack(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
     let y = one_output(im, op)?;
     let ys = im.graph.tensors[y].shape.clone();
     let what = op.what();
-    let (axis, count) = match op.options(options_type::PACK) {
+    let (axis, count) = match options!(op, PackOptions) {
         Some(o) => (
-            i64::from(ctx(o.i32(opts::PACK_AXIS, 0, &what))?),
-            Some(ctx(o.i32(opts::PACK_VALUES_COUNT, 0, &what))?),
+            i64::from(ctx(o.axis(), &what)?),
+            Some(ctx(o.values_count(), &what)?),
         ),
         None => (0, None),
     };
