@@ -59,7 +59,7 @@ def exhaustive_input_0(tfl, io_dir):
 
 
 def build_one(name, out):
-    import shutil, subprocess
+    import shutil
     d = os.path.join(out, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -70,28 +70,15 @@ def build_one(name, out):
         buf = w2.rewrite(buf, set_input_scale(pot))
     open(tfl, "wb").write(buf)
     print("  tflite ops:", " ".join(w2.tflite_ops(tfl)), flush=True)
-    onnx_path = os.path.join(d, name + ".onnx")
-    r = subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output", onnx_path,
-                        "--opset", "17"], capture_output=True, text=True)
-    if r.returncode or not os.path.exists(onnx_path):
-        open(os.path.join(d, "ONNX_FAILED.txt"), "w").write(r.stderr[-20000:])
-        print("  tf2onnx FAILED (see ONNX_FAILED.txt)", flush=True)
-    elif w2.int16_qdq_opset21(onnx_path):
+    onnx_path = w2.onnx_twin(tfl, d, name)
+    if onnx_path and w2.int16_qdq_opset21(onnx_path):
         print("  onnx: int16 Q/DQ, model stamped opset 21", flush=True)
     io_dir = os.path.join(d, "io")
     w2.reference_io(tfl, io_dir, kernel_order=("BUILTIN_REF",))
     if name.endswith("_all"):
         exhaustive_input_0(tfl, io_dir)
-    for accel, msg in w2.vela_all(tfl, d).items():
-        print(f"  vela {accel}: {'ok' if msg is None else 'FAILED: ' + msg}", flush=True)
-
-
-def main():
-    out = sys.argv[1]
-    for name in sys.argv[2:] or list(MODELS):
-        print("building", name, flush=True)
-        build_one(name, out)
+    w2.vela_report(tfl, d)
 
 
 if __name__ == "__main__":
-    main()
+    w2.build_each(MODELS, build_one)

@@ -18,7 +18,7 @@ tensors (ONNX_FAILED.txt); ONNX LSTM is out of scope.
   python3 tools/make_fixtures_lstm.py OUT_DIR [net_lstm_kws]
   python3 tools/make_fixtures_lstm.py --tflm FIXTURE_DIR
 """
-import json, os, shutil, subprocess, sys
+import json, os, shutil, sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_fixtures as mf
@@ -71,25 +71,17 @@ def build_one(name, out):
     tfl = os.path.join(d, name + ".tflite")
     open(tfl, "wb").write(mf.to_tflite(MODELS[name](), np.random.default_rng(0)))
     print("  tflite ops:", " ".join(w2.tflite_ops(tfl)), flush=True)
-    r = subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
-                        os.path.join(d, name + ".onnx"), "--opset", "17"], capture_output=True, text=True)
-    if r.returncode or not os.path.exists(os.path.join(d, name + ".onnx")):
-        open(os.path.join(d, "ONNX_FAILED.txt"), "w").write(r.stderr[-4000:])
-        print("  tf2onnx FAILED (see ONNX_FAILED.txt)", flush=True)
+    w2.onnx_twin(tfl, d, name, stderr_tail=4000)
     mf.reference_io(tfl, os.path.join(d, "io"))
     tflm_outputs(d)
-    for accel, msg in w2.vela_all(tfl, d).items():
-        print(f"  vela {accel}: {'ok' if msg is None else 'FAILED: ' + msg}", flush=True)
+    w2.vela_report(tfl, d)
 
 
 def main():
     if sys.argv[1] == "--tflm":
         tflm_outputs(sys.argv[2])
         return
-    out = sys.argv[1]
-    for name in sys.argv[2:] or list(MODELS):
-        print("building", name, flush=True)
-        build_one(name, out)
+    w2.build_each(MODELS, build_one)
 
 
 if __name__ == "__main__":

@@ -123,8 +123,7 @@ def strided_slice_rewritten(out):
     open(tfl, "wb").write(buf)
     open(os.path.join(d, "NOTES.txt"), "w").write(strided_slice_rewritten.__doc__.strip() + "\n")
     w2.reference_io(tfl, os.path.join(d, "io"))
-    for accel, msg in w2.vela_all(tfl, d).items():
-        print(f"  vela {accel}: {'ok' if msg is None else 'FAILED: ' + msg}", flush=True)
+    w2.vela_report(tfl, d)
 
 
 def main():

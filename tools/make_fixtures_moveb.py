@@ -14,7 +14,6 @@ os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_op_fixtures_wave2 as w2
 import make_vela_u85 as u85
-import make_fixtures as mf
 import tensorflow as tf
 
 u85.U85 = []                                   # U55/U65 only
@@ -28,17 +27,8 @@ u85.U85 = []                                   # U55/U65 only
 MOVEB = {
     "op_tile_wc": (w2.unary(lambda x: tf.tile(x, [1, 1, 2, 3]), (3, 4, 5)), "TILE"),
 }
-w2.WAVE2.update(MOVEB)
-mf.MODELS.update({k: v[0] for k, v in MOVEB.items()})
-w2.REQUIRED.update({k: v[1] for k, v in MOVEB.items()})
-
-
-def main():
-    out = sys.argv[1]
-    for name in sys.argv[2:] or list(MOVEB):
-        print("building", name, flush=True)
-        w2.build_one(name, out)
+w2.register(MOVEB)
 
 
 if __name__ == "__main__":
-    main()
+    w2.build_each(MOVEB)

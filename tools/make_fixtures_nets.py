@@ -47,14 +47,7 @@ def convnext_block():
 def vit_block():
     inp = keras.Input((16, 16, 3), batch_size=1)
     x = layers.Conv2D(32, 4, strides=4)(inp)
-    x = layers.Reshape((16, 32))(x)
-    h = layers.LayerNormalization()(x)
-    h = layers.MultiHeadAttention(num_heads=2, key_dim=16)(h, h)
-    x = layers.Add()([x, h])
-    h = layers.LayerNormalization()(x)
-    h = layers.Dense(64, activation="gelu")(h)
-    h = layers.Dense(32)(h)
-    x = layers.Add()([x, h])
+    x = mf.encoder_block(layers.Reshape((16, 32))(x))
     return keras.Model(inp, layers.Dense(10)(layers.GlobalAveragePooling1D()(x)))
 
 
@@ -145,8 +138,7 @@ def main():
         keras.utils.set_random_seed(1234)
         tfl = os.path.join(d, name + ".tflite")
         open(tfl, "wb").write(mf.to_tflite(MODELS[name](), np.random.default_rng(0)))
-        subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
-                        os.path.join(d, name + ".onnx"), "--opset", "17"], check=True, capture_output=True)
+        mf.tf2onnx(tfl, os.path.join(d, name + ".onnx"), check=True)
         mf.reference_io(tfl, os.path.join(d, "io"))
         for accel, system, mode in mf.ACCELERATORS:
             if name in ONE_ACCEL and accel != "ethos-u55-128":

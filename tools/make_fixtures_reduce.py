@@ -26,20 +26,11 @@ REDUCE = {
     "op_mean_h": (w2.unary(lambda x: tf.reduce_mean(x, axis=1, keepdims=True)), "MEAN"),
     "op_mean_w_c": (w2.unary(lambda x: tf.reduce_mean(x, axis=[2, 3], keepdims=False)), "MEAN"),
 }
-w2.WAVE2.update(REDUCE)
-w2.mf.MODELS.update({k: v[0] for k, v in REDUCE.items()})
-w2.REQUIRED.update({k: v[1] for k, v in REDUCE.items()})
+w2.register(REDUCE)
 w2.DEFAULT_KERNELS |= {"op_sum_w"}
 w2.NOTES["op_sum_w"] = ("Reference outputs from TFLite's default kernels (io.json: BUILTIN), as for op_sum: "
                         "TFLite's reference int8 SUM kernel is wrong.\n")
 
 
-def main():
-    out = sys.argv[1]
-    for name in sys.argv[2:] or list(REDUCE):
-        print("building", name, flush=True)
-        w2.build_one(name, out)
-
-
 if __name__ == "__main__":
-    main()
+    w2.build_each(REDUCE)

@@ -29,12 +29,11 @@ MatMul, a float bias Add and a QuantizeLinear."""
 import json, os, sys
 import numpy as np
 import onnx
-from onnx import helper, TensorProto
-from onnxruntime.quantization import quantize_static, CalibrationDataReader, QuantFormat, QuantType
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_ort_fixtures import Builder  # noqa: E402
+from make_ort_fixtures import Builder, Reader, graph_model, quantize_with_io  # noqa: E402
 
 
 def shuffle_cnn(b):
@@ -197,23 +196,7 @@ SOFTMAX_STEPS = ("{n} step(s): onnxruntime's default session runs the QDQ Softma
 
 
 def build(base):
-    b = Builder(7)
-    out, ishape, oshape = BASES[base](b)
-    g = helper.make_graph(b.nodes, base, [helper.make_tensor_value_info("input", TensorProto.FLOAT, ishape)],
-                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, oshape)], b.inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    return m, ishape
-
-
-class Reader(CalibrationDataReader):
-    def __init__(self, shape):
-        rng = np.random.default_rng(0)
-        self.data = iter([{"input": rng.uniform(-1, 1, size=shape).astype(np.float32)} for _ in range(16)])
-
-    def get_next(self):
-        return next(self.data, None)
+    return graph_model(base, Builder(7), BASES[base])
 
 
 def output_step(q):
@@ -242,14 +225,9 @@ def main():
         extra = ({"op_types_to_quantize": ISLANDS} if name.endswith("_islands")
                  else {"op_types_to_quantize": ["Add"]} if name.endswith("_floatmm")
                  else {"op_types_to_quantize": ["Conv"]} if name.endswith("_floatresize") else {})
-        quantize_static(fp, qp, Reader(ishape), quant_format=FORMATS[fmt], per_channel=pc,
-                        activation_type=ACTS[act][0], weight_type=ACTS[act][1], **extra)
-        s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
-        rng = np.random.default_rng(1)
-        for k in range(3):
-            x = rng.uniform(-1, 1, size=ishape).astype(np.float32)
-            np.save(f"{d}/io/input_{k}.npy", x)
-            np.save(f"{d}/io/output_{k}.npy", s.run(None, {"input": x})[0])
+        quantize_with_io(fp, qp, Reader(ishape), ishape, f"{d}/io", providers=["CPUExecutionProvider"],
+                         quant_format=FORMATS[fmt], per_channel=pc, activation_type=ACTS[act][0],
+                         weight_type=ACTS[act][1], **extra)
         meta = {"reference": "onnxruntime " + ort.__version__, "format": fmt, "activations": act,
                 "per_channel": pc, "output_step": output_step(onnx.load(qp)),
                 "tolerance": "one quantization step of the output (output_step)"}
@@ -285,7 +263,6 @@ def external_copy(out, src):
 
 
 def tf2onnx_models(out):
-    import subprocess
     import make_fixtures as mf
     from keras import layers
 
@@ -311,8 +288,7 @@ def tf2onnx_models(out):
     mf.keras.utils.set_random_seed(1234)
     tfl = os.path.join(d, name + ".tflite")
     open(tfl, "wb").write(mf.to_tflite(classifier(), np.random.default_rng(0)))
-    subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
-                    os.path.join(d, name + ".onnx"), "--opset", "17"], check=True, capture_output=True)
+    mf.tf2onnx(tfl, os.path.join(d, name + ".onnx"), check=True)
     mf.reference_io(tfl, os.path.join(d, "io"))
     print("built", name, flush=True)
 
@@ -378,14 +354,9 @@ def mnv3_models(out, variants=MNV3_VARIANTS):
         d = os.path.join(out, name)
         os.makedirs(os.path.join(d, "io"), exist_ok=True)
         qp = os.path.join(d, name + ".onnx")
-        quantize_static(fp, qp, Calib(), quant_format=FORMATS[fmt], per_channel=pc,
-                        activation_type=ACTS[act][0], weight_type=ACTS[act][1])
-        s = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
-        xr = np.random.default_rng(1)
-        for k in range(3):
-            x = xr.uniform(-1, 1, size=nchw).astype(np.float32)
-            np.save(f"{d}/io/input_{k}.npy", x)
-            np.save(f"{d}/io/output_{k}.npy", s.run(None, {"input": x})[0])
+        quantize_with_io(fp, qp, Calib(), nchw, f"{d}/io", providers=["CPUExecutionProvider"],
+                         quant_format=FORMATS[fmt], per_channel=pc, activation_type=ACTS[act][0],
+                         weight_type=ACTS[act][1])
         meta = {"reference": "onnxruntime " + ort.__version__, "format": fmt, "activations": act,
                 "per_channel": pc, "output_step": output_step(onnx.load(qp)),
                 "tolerance_steps": MNV3_TOLERANCE.get(name, 1),

@@ -9,10 +9,12 @@ TFLite's output (reference kernels; BUILTIN where those crash: KERNELS=BUILTIN).
 
 Not fixtures (too large to commit); the issue notes give the measured table.
 """
-import os, sys, subprocess, numpy as np
+import os, sys, numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf, keras
 from keras import layers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_fixtures as mf  # noqa: E402
 A = keras.applications
 
 def tiny_vit():
@@ -20,13 +22,7 @@ def tiny_vit():
     x = layers.Conv2D(32, 4, strides=4)(inp)
     x = layers.Reshape((64, 32))(x)
     for _ in range(2):
-        h = layers.LayerNormalization()(x)
-        h = layers.MultiHeadAttention(num_heads=2, key_dim=16)(h, h)
-        x = layers.Add()([x, h])
-        h = layers.LayerNormalization()(x)
-        h = layers.Dense(64, activation="gelu")(h)
-        h = layers.Dense(32)(h)
-        x = layers.Add()([x, h])
+        x = mf.encoder_block(x)
     x = layers.GlobalAveragePooling1D()(x)
     return keras.Model(inp, layers.Dense(10)(x))
 
@@ -71,20 +67,9 @@ MODELS = {
 def convert(name, out):
     keras.utils.set_random_seed(7)
     m = MODELS[name]()
-    rng = np.random.default_rng(0)
-    shapes = [tuple(1 if s is None else s for s in i.shape) for i in m.inputs]
-    def rep():
-        for _ in range(8):
-            yield [rng.uniform(-1, 1, size=s).astype(np.float32) for s in shapes]
-    c = tf.lite.TFLiteConverter.from_keras_model(m)
-    c.optimizations = [tf.lite.Optimize.DEFAULT]
-    c.representative_dataset = rep
-    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    c.inference_input_type = tf.int8
-    c.inference_output_type = tf.int8
     p = f"{out}/{name}.tflite"
-    if not os.path.exists(p): open(p, "wb").write(c.convert())
-    r = subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", p, "--output", f"{out}/{name}.onnx", "--opset", "17"], capture_output=True, text=True)
+    if not os.path.exists(p): open(p, "wb").write(mf.to_tflite(m, np.random.default_rng(0), samples=8))
+    r = mf.tf2onnx(p, f"{out}/{name}.onnx")
     if r.returncode: print(name, "tf2onnx failed", r.stderr[-300:])
     it = tf.lite.Interpreter(p, experimental_op_resolver_type=getattr(tf.lite.experimental.OpResolverType, os.environ.get("KERNELS", "BUILTIN_REF")))
     it.allocate_tensors()

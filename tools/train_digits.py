@@ -23,7 +23,7 @@ OUT_DIR/ gets:
   io/, vela/                   the usual fixture files (make_fixtures.py): three seeded random
                                inputs with TFLite's outputs, and Vela's compilations
 """
-import json, os, subprocess, sys
+import json, os, sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ["TF_DETERMINISTIC_OPS"] = "1"
@@ -37,7 +37,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_fixtures  # noqa: E402  (reference_io, vela, ACCELERATORS)
+import make_fixtures  # noqa: E402  (quantize, tf2onnx, reference_io, vela, ACCELERATORS)
 
 SEED = 20261126
 EPOCHS = 40
@@ -152,16 +152,9 @@ def main():
         for i in range(0, len(x_tr), 4):
             yield [x_tr[i:i + 1]]
 
-    c = tf.lite.TFLiteConverter.from_keras_model(train)
-    c.optimizations = [tf.lite.Optimize.DEFAULT]
-    c.representative_dataset = rep
-    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    c.inference_input_type = tf.int8
-    c.inference_output_type = tf.int8
     tfl = os.path.join(out, "digits.tflite")
-    open(tfl, "wb").write(c.convert())
-    subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--tflite", tfl, "--output",
-                    os.path.join(out, "digits.onnx"), "--opset", "17"], check=True, capture_output=True)
+    open(tfl, "wb").write(make_fixtures.quantize(tf.lite.TFLiteConverter.from_keras_model(train), rep))
+    make_fixtures.tf2onnx(tfl, os.path.join(out, "digits.onnx"), check=True)
     canonical_names(os.path.join(out, "digits.onnx"))
 
     # The held-out split, quantized as the model's input wants it, and TFLite's logits for it

@@ -5,6 +5,8 @@ import json, os, sys
 
 import numpy as np
 import tensorflow as tf
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "tools"))
+import make_fixtures as mf  # noqa: E402  (quantize: the full-int8 converter settings)
 R = tf.lite.experimental.OpResolverType
 # Scratch directory for the converted models and their tables.
 GEN = os.environ.get("ACT_GEN", "/tmp/act_gen")
@@ -20,13 +22,7 @@ def convert(fn, lo, hi, shape=(1, 4, 4, 16)):
             yield [rng.uniform(lo, hi, size=shape).astype(np.float32)]
         yield [np.full(shape, lo, np.float32)]
         yield [np.full(shape, hi, np.float32)]
-    c = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
-    c.optimizations = [tf.lite.Optimize.DEFAULT]
-    c.representative_dataset = rep
-    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    c.inference_input_type = tf.int8
-    c.inference_output_type = tf.int8
-    return c.convert()
+    return mf.quantize(tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f), rep)
 
 def table(model, ref=True):
     it = tf.lite.Interpreter(model_content=model, experimental_op_resolver_type=(R.BUILTIN_REF if ref else R.BUILTIN))
