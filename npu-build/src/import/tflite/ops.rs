@@ -139,22 +139,560 @@ pub fn map(im: &mut Importer, op: &RawOp) -> Result<Vec<Op>> {
     Ok(vec![map_one(im, op)?])
 }
 
+/// Conv2D and DepthwiseConv2D.
+fn conv(
+    im: &mut Importer,
+    op: &RawOp,
+    x: TensorId,
+    output: TensorId,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let depthwise = op.code == B::DepthwiseConv2d;
+    // The two options tables share these fields (not their slots).
+    macro_rules! conv_options {
+        ($o:expr) => {{
+            let o = $o;
+            let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
+            let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
+            let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
+            let act = ctx(raw::<_, i8>(o.fused_activation_function()), &what)?;
+            let dw = ctx(o.dilation_w_factor(), &what)?;
+            let dh = ctx(o.dilation_h_factor(), &what)?;
+            (padding, sw, sh, act, dw, dh)
+        }};
+    }
+    let (padding, sw, sh, act, dw, dh) = if depthwise {
+        conv_options!(
+            options!(op, DepthwiseConv2DOptions)
+                .ok_or_else(|| op.missing("DepthwiseConv2DOptions"))?
+        )
+    } else {
+        conv_options!(options!(op, Conv2DOptions).ok_or_else(|| op.missing("Conv2DOptions"))?)
+    };
+    let dw = positive(op, dw, "dilation_w_factor")?;
+    let dh = positive(op, dh, "dilation_h_factor")?;
+    let activation = activation(op, act)?;
+    let w = required(im, op, 1)?;
+    let bias = input_at(im, op, 2)?;
+    let xs = im.graph.tensors[x].shape.clone();
+    let ws = im.graph.tensors[w].shape.clone();
+    let os = im.graph.tensors[output].shape.clone();
+    if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
+        return Err(op.invalid(format!(
+            "input {xs:?}, filter {ws:?} and output {os:?} must all be 4-D"
+        )));
+    }
+    let (oh, pt, pb) = window(op, padding, xs[1], ws[1], sh, dh)?;
+    let (ow, pl, pr) = window(op, padding, xs[2], ws[2], sw, dw)?;
+    let out_ch = if depthwise { ws[3] } else { ws[0] };
+    let expect = [xs[0], oh, ow, out_ch];
+    if os != expect {
+        return Err(op.invalid(format!(
+            "output shape {os:?} but input {xs:?} and filter {ws:?} give {expect:?}"
+        )));
+    }
+    let attrs = ConvAttrs {
+        stride: (sh, sw),
+        dilation: (dh, dw),
+        padding: Padding {
+            top: pt,
+            left: pl,
+            bottom: pb,
+            right: pr,
+        },
+        activation,
+    };
+    let kind = if depthwise {
+        if ws[0] != 1 || xs[3] == 0 || !ws[3].is_multiple_of(xs[3]) {
+            return Err(op.invalid(format!(
+                "filter {ws:?} is not [1, KH, KW, C * M] for {} input channels",
+                xs[3]
+            )));
+        }
+        // TFLite derives the multiplier from the shapes (the option may be stale).
+        OpKind::DepthwiseConv2d {
+            attrs,
+            depth_multiplier: ws[3] / xs[3],
+        }
+    } else if ws[3] == 1 && xs[3] > 1 && ws[0].is_multiple_of(xs[3]) {
+        // A grouped convolution with one input channel per group (Keras
+        // `Conv2D(groups=C)`, ConvNeXt's 7x7) is a depthwise convolution: its filter
+        // [C * M, KH, KW, 1] becomes [1, KH, KW, C * M].
+        let w = depthwise_filter(im, op, w)?;
+        let depth_multiplier = ws[0] / xs[3];
+        let mut inputs = vec![x, w];
+        inputs.extend(bias);
+        return Ok((
+            OpKind::DepthwiseConv2d {
+                attrs,
+                depth_multiplier,
+            },
+            inputs,
+        ));
+    } else {
+        if ws[3] != xs[3] {
+            return Err(op.invalid(format!(
+                "filter {ws:?} has {} input channels but the input has {} \
+                 (grouped convolution with more than one input channel per group is \
+                 not supported)",
+                ws[3], xs[3]
+            )));
+        }
+        OpKind::Conv2d(attrs)
+    };
+    let mut inputs = vec![x, w];
+    inputs.extend(bias);
+    Ok((kind, inputs))
+}
+
+/// FullyConnected.
+fn fully_connected(
+    im: &mut Importer,
+    op: &RawOp,
+    x: TensorId,
+    output: TensorId,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let o = options!(op, FullyConnectedOptions);
+    let (act, format, asym) = match o {
+        Some(o) => (
+            ctx(raw::<_, i8>(o.fused_activation_function()), &what)?,
+            ctx(raw::<_, i8>(o.weights_format()), &what)?,
+            ctx(o.asymmetric_quantize_inputs(), &what)?,
+        ),
+        None => (0, 0, false),
+    };
+    let _keep_num_dims = o.map(|o| ctx(o.keep_num_dims(), &what)).transpose()?;
+    if format != 0 {
+        return Err(op.invalid("shuffled weights format is not supported"));
+    }
+    if asym {
+        return Err(op.invalid("hybrid (asymmetric_quantize_inputs) mode is not supported"));
+    }
+    let activation = activation(op, act)?;
+    let w = required(im, op, 1)?;
+    let bias = input_at(im, op, 2)?;
+    let ws = &im.graph.tensors[w].shape;
+    if ws.len() != 2 {
+        return Err(op.invalid(format!("weights {ws:?} are not 2-D [O, I]")));
+    }
+    let (o_ch, depth) = (ws[0], ws[1]);
+    let x_elems = im.graph.tensors[x].elements();
+    let out_elems = im.graph.tensors[output].elements();
+    if depth == 0
+        || !x_elems.is_multiple_of(depth)
+        || out_elems != (x_elems / depth).saturating_mul(o_ch)
+    {
+        return Err(op.invalid(format!(
+            "input of {x_elems} elements, weights {ws:?} and output of {out_elems} elements \
+             do not agree"
+        )));
+    }
+    let mut inputs = vec![x, w];
+    inputs.extend(bias);
+    Ok((OpKind::FullyConnected { activation }, inputs))
+}
+
+/// AveragePool2D and MaxPool2D.
+fn pool(
+    im: &mut Importer,
+    op: &RawOp,
+    x: TensorId,
+    output: TensorId,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let o = options!(op, Pool2DOptions).ok_or_else(|| op.missing("Pool2DOptions"))?;
+    let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
+    let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
+    let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
+    let fw = positive(op, ctx(o.filter_width(), &what)?, "filter_width")?;
+    let fh = positive(op, ctx(o.filter_height(), &what)?, "filter_height")?;
+    let activation = activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
+    let xs = im.graph.tensors[x].shape.clone();
+    let os = im.graph.tensors[output].shape.clone();
+    if xs.len() != 4 || os.len() != 4 {
+        return Err(op.invalid(format!("input {xs:?} and output {os:?} must be 4-D")));
+    }
+    let (oh, pt, pb) = window(op, padding, xs[1], fh, sh, 1)?;
+    let (ow, pl, pr) = window(op, padding, xs[2], fw, sw, 1)?;
+    let expect = [xs[0], oh, ow, xs[3]];
+    if os != expect {
+        return Err(op.invalid(format!(
+            "output shape {os:?} but input {xs:?} and the window give {expect:?}"
+        )));
+    }
+    let attrs = PoolAttrs {
+        kernel: (fh, fw),
+        stride: (sh, sw),
+        padding: Padding {
+            top: pt,
+            left: pl,
+            bottom: pb,
+            right: pr,
+        },
+        activation,
+    };
+    let kind = if op.code == B::AveragePool2d {
+        OpKind::AvgPool(attrs)
+    } else {
+        OpKind::MaxPool(attrs)
+    };
+    Ok((kind, vec![x]))
+}
+
+/// Pad and PadV2.
+fn pad(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let p = required(im, op, 1)?;
+    let rank = im.graph.tensors[x].shape.len();
+    let raw = const_ints(im, op, p, "paddings")?;
+    if raw.len() != rank * 2 {
+        return Err(op.invalid(format!(
+            "paddings have {} values, expected {} for a rank-{rank} input",
+            raw.len(),
+            rank * 2
+        )));
+    }
+    let mut pads = Vec::with_capacity(rank);
+    for pair in raw.chunks_exact(2) {
+        let before = usize::try_from(pair[0]);
+        let after = usize::try_from(pair[1]);
+        match (before, after) {
+            (Ok(a), Ok(b)) => pads.push((a, b)),
+            _ => return Err(op.invalid(format!("negative paddings {raw:?}"))),
+        }
+    }
+    let value = if op.code == B::Padv2 {
+        match input_at(im, op, 2)? {
+            None => None,
+            Some(c) => Some(pad_value(im, op, c, x)?),
+        }
+    } else {
+        None
+    };
+    Ok((OpKind::Pad { pads, value }, vec![x]))
+}
+
+/// ResizeNearestNeighbor and ResizeBilinear.
+fn resize(
+    im: &mut Importer,
+    op: &RawOp,
+    x: TensorId,
+    output: TensorId,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let (mode, align_corners, half_pixel_centers) = if op.code == B::ResizeBilinear {
+        match options!(op, ResizeBilinearOptions) {
+            Some(o) => (
+                ResizeMode::Bilinear,
+                ctx(o.align_corners(), &what)?,
+                ctx(o.half_pixel_centers(), &what)?,
+            ),
+            None => (ResizeMode::Bilinear, false, false),
+        }
+    } else {
+        match options!(op, ResizeNearestNeighborOptions) {
+            Some(o) => (
+                ResizeMode::Nearest,
+                ctx(o.align_corners(), &what)?,
+                ctx(o.half_pixel_centers(), &what)?,
+            ),
+            None => (ResizeMode::Nearest, false, false),
+        }
+    };
+    if align_corners && half_pixel_centers {
+        return Err(op.invalid("align_corners and half_pixel_centers are both set"));
+    }
+    let xs = im.graph.tensors[x].shape.clone();
+    let os = im.graph.tensors[output].shape.clone();
+    if xs.len() != 4 || os.len() != 4 || xs[0] != os[0] || xs[3] != os[3] {
+        return Err(op.invalid(format!(
+            "input {xs:?} and output {os:?} must be 4-D NHWC with the same N and C"
+        )));
+    }
+    if let Some(s) = input_at(im, op, 1)? {
+        let size = const_ints(im, op, s, "size")?;
+        let want = [os[1] as i64, os[2] as i64];
+        if size != want {
+            return Err(op.invalid(format!(
+                "size {size:?} does not match the output shape {os:?}"
+            )));
+        }
+    }
+    Ok((
+        OpKind::Resize {
+            mode,
+            align_corners,
+            half_pixel_centers,
+        },
+        vec![x],
+    ))
+}
+
+/// Gather.
+fn gather(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let (axis, batch_dims) = match options!(op, GatherOptions) {
+        Some(o) => (ctx(o.axis(), &what)?, ctx(o.batch_dims(), &what)?),
+        None => (0, 0),
+    };
+    if batch_dims != 0 {
+        return Err(op.invalid(format!("batch_dims {batch_dims} is not supported (only 0)")));
+    }
+    let rank = im.graph.tensors[x].shape.len();
+    let axis = normalize_axis(op, i64::from(axis), rank)?;
+    let i = required(im, op, 1)?;
+    let raw = const_ints(im, op, i, "indices")?;
+    let n = im.graph.tensors[x].shape[axis];
+    // TFLite's gather rejects indices outside [0, n): no wrapping of negative ones.
+    let indices = raw
+        .iter()
+        .map(|&v| usize::try_from(v).ok().filter(|&v| v < n))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            op.invalid(format!(
+                "indices {raw:?} out of range for dimension {axis} of size {n}"
+            ))
+        })?;
+    Ok((OpKind::Gather { axis, indices }, vec![x]))
+}
+
+/// SpaceToBatchND and BatchToSpaceND.
+fn space_batch(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let bs = required(im, op, 1)?;
+    let block = const_ints(im, op, bs, "block_shape")?;
+    let p = required(im, op, 2)?;
+    let raw = const_ints(im, op, p, "paddings/crops")?;
+    let bad = || {
+        op.invalid(format!(
+            "block_shape {block:?} and paddings/crops {raw:?} must be positive / \
+             non-negative, one or two spatial dimensions"
+        ))
+    };
+    let pos = |v: i64| usize::try_from(v).ok().filter(|&v| v > 0);
+    let nn = |v: i64| usize::try_from(v).ok();
+    let (blk, pairs) = match (block.as_slice(), raw.as_slice()) {
+        ([h], [t, b]) => ((pos(*h), Some(1)), [(nn(*t), nn(*b)), (Some(0), Some(0))]),
+        ([h, w], [t, b, l, r]) => ((pos(*h), pos(*w)), [(nn(*t), nn(*b)), (nn(*l), nn(*r))]),
+        _ => return Err(bad()),
+    };
+    let block = match blk {
+        (Some(h), Some(w)) => (h, w),
+        _ => return Err(bad()),
+    };
+    let mut pp = [(0usize, 0usize); 2];
+    for (d, pair) in pairs.iter().enumerate() {
+        match pair {
+            (Some(a), Some(b)) => pp[d] = (*a, *b),
+            _ => return Err(bad()),
+        }
+    }
+    let kind = if op.code == B::SpaceToBatchNd {
+        OpKind::SpaceToBatch { block, pads: pp }
+    } else {
+        OpKind::BatchToSpace { block, crops: pp }
+    };
+    Ok((kind, vec![x]))
+}
+
+/// Sum, ReduceMax and ReduceMin.
+fn reduce(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let keep_dims = match options!(op, ReducerOptions) {
+        Some(o) => ctx(o.keep_dims(), &what)?,
+        None => false,
+    };
+    let a = required(im, op, 1)?;
+    let rank = im.graph.tensors[x].shape.len();
+    let mut axes = Vec::new();
+    for ax in const_ints(im, op, a, "axes")? {
+        axes.push(normalize_axis(op, ax, rank)?);
+    }
+    axes.sort_unstable();
+    axes.dedup();
+    let kind = match op.code {
+        B::Sum => ReduceOp::Sum,
+        B::ReduceMax => ReduceOp::Max,
+        _ => ReduceOp::Min,
+    };
+    Ok((
+        OpKind::Reduce {
+            op: kind,
+            axes,
+            keep_dims,
+        },
+        vec![x],
+    ))
+}
+
+/// Mean.
+fn mean(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let keep_dims = match options!(op, ReducerOptions) {
+        Some(o) => ctx(o.keep_dims(), &what)?,
+        None => false,
+    };
+    let a = required(im, op, 1)?;
+    let rank = im.graph.tensors[x].shape.len();
+    let axes = const_ints(im, op, a, "axes")?;
+    let mut norm = Vec::with_capacity(axes.len());
+    for &ax in &axes {
+        norm.push(normalize_axis(op, ax, rank)?);
+    }
+    norm.sort_unstable();
+    norm.dedup();
+    Ok((
+        OpKind::Mean {
+            axes: norm,
+            keep_dims,
+        },
+        vec![x],
+    ))
+}
+
+/// Add, Sub and Mul.
+fn binary(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let act = match (op.code, op.options) {
+        (B::Add, Some(BuiltinOptionsRef::AddOptions(o))) => {
+            ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
+        }
+        (B::Sub, Some(BuiltinOptionsRef::SubOptions(o))) => {
+            ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
+        }
+        (B::Mul, Some(BuiltinOptionsRef::MulOptions(o))) => {
+            ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
+        }
+        _ => 0,
+    };
+    let activation = activation(op, act)?;
+    let y = required(im, op, 1)?;
+    let kind = match op.code {
+        B::Add => OpKind::Add { activation },
+        B::Sub => OpKind::Sub { activation },
+        _ => OpKind::Mul { activation },
+    };
+    Ok((kind, vec![x, y]))
+}
+
+/// ArgMax and ArgMin.
+fn arg_min_max(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    // The index type is the output tensor's (ArgMaxOptions.output_type names it too).
+    let a = required(im, op, 1)?;
+    let rank = im.graph.tensors[x].shape.len();
+    let axis = match const_ints(im, op, a, "axis")?.as_slice() {
+        [ax] => normalize_axis(op, *ax, rank)?,
+        other => {
+            return Err(op.invalid(format!(
+                "axis must hold one value, got {} values",
+                other.len()
+            )));
+        }
+    };
+    Ok((
+        OpKind::ArgMinMax {
+            axis,
+            max: op.code == B::ArgMax,
+        },
+        vec![x],
+    ))
+}
+
+/// DepthToSpace and SpaceToDepth.
+fn depth_space(op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let block = if op.code == B::DepthToSpace {
+        options!(op, DepthToSpaceOptions)
+            .ok_or_else(|| op.missing("DepthToSpaceOptions"))?
+            .block_size()
+    } else {
+        options!(op, SpaceToDepthOptions)
+            .ok_or_else(|| op.missing("SpaceToDepthOptions"))?
+            .block_size()
+    };
+    let block = positive(op, ctx(block, &what)?, "block_size")?;
+    let kind = if op.code == B::DepthToSpace {
+        OpKind::DepthToSpace { block, crd: false }
+    } else {
+        OpKind::SpaceToDepth { block }
+    };
+    Ok((kind, vec![x]))
+}
+
+/// BatchMatMul.
+fn batch_matmul(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let (adj_a, adj_b, asym) = match options!(op, BatchMatMulOptions) {
+        Some(o) => (
+            ctx(o.adj_x(), &what)?,
+            ctx(o.adj_y(), &what)?,
+            ctx(o.asymmetric_quantize_inputs(), &what)?,
+        ),
+        None => (false, false, false),
+    };
+    if asym {
+        return Err(op.invalid("hybrid (asymmetric_quantize_inputs) mode is not supported"));
+    }
+    let y = required(im, op, 1)?;
+    Ok((OpKind::BatchMatMul { adj_a, adj_b }, vec![x, y]))
+}
+
+/// MirrorPad.
+fn mirror_pad(im: &mut Importer, op: &RawOp, x: TensorId) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let mode = match options!(op, MirrorPadOptions) {
+        Some(o) => ctx(raw::<_, i8>(o.mode()), &what)?,
+        None => 0,
+    };
+    let mode = match mode {
+        0 => PadMode::Reflect,
+        1 => PadMode::Symmetric,
+        m => return Err(op.invalid(format!("unknown mirror pad mode {m}"))),
+    };
+    let p = required(im, op, 1)?;
+    let pads = pad_pairs(im, op, p, x)?;
+    Ok((OpKind::MirrorPad { pads, mode }, vec![x]))
+}
+
+/// Concatenation.
+fn concatenation(
+    im: &mut Importer,
+    op: &RawOp,
+    x: TensorId,
+    output: TensorId,
+) -> Result<(OpKind, Vec<TensorId>)> {
+    let what = op.what();
+    let o = options!(op, ConcatenationOptions).ok_or_else(|| op.missing("ConcatenationOptions"))?;
+    let axis = ctx(o.axis(), &what)?;
+    let activation = activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
+    let rank = im.graph.tensors[output].shape.len();
+    let axis = normalize_axis(op, i64::from(axis), rank)?;
+    let mut inputs = vec![x];
+    for k in 1..op.inputs.len() {
+        inputs.push(required(im, op, k)?);
+    }
+    Ok((OpKind::Concat { axis, activation }, inputs))
+}
+
+/// Input `k` of `op`, if present (absent or -1: optional input not given).
+fn input_at(im: &mut Importer, op: &RawOp, k: usize) -> Result<Option<TensorId>> {
+    match op.inputs.get(k) {
+        None | Some(-1) => Ok(None),
+        Some(&i) => {
+            let i = usize::try_from(i)
+                .map_err(|_| op.invalid(format!("input {k} refers to tensor {i}")))?;
+            im.tensor(i, false).map(Some)
+        }
+    }
+}
+
+/// Input `k` of `op`, which must be present.
+fn required(im: &mut Importer, op: &RawOp, k: usize) -> Result<TensorId> {
+    input_at(im, op, k)?.ok_or_else(|| op.invalid(format!("input {k} is missing")))
+}
+
 /// Maps a single-output operator.
 fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     let what = op.what();
-    let input_at = |im: &mut Importer, k: usize| -> Result<Option<TensorId>> {
-        match op.inputs.get(k) {
-            None | Some(-1) => Ok(None),
-            Some(&i) => {
-                let i = usize::try_from(i)
-                    .map_err(|_| op.invalid(format!("input {k} refers to tensor {i}")))?;
-                im.tensor(i, false).map(Some)
-            }
-        }
-    };
-    let required = |im: &mut Importer, k: usize| -> Result<TensorId> {
-        input_at(im, k)?.ok_or_else(|| op.invalid(format!("input {k} is missing")))
-    };
     if op.outputs.len() != 1 {
         return Err(op.invalid(format!("has {} outputs, expected 1", op.outputs.len())));
     }
@@ -163,7 +701,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
     let output = im.tensor(out_index, false)?;
     if op.code == B::TransposeConv {
         // Inputs `[output_shape, weights, x, bias?]`: the data input is not input 0.
-        let (kind, inputs) = transpose_conv(im, op, output, &required, &input_at)?;
+        let (kind, inputs) = transpose_conv(im, op, output)?;
         return Ok(Op {
             name: im.graph.tensors[output].name.clone(),
             kind,
@@ -172,7 +710,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
         });
     }
     if op.code == B::UnidirectionalSequenceLstm {
-        let (kind, inputs) = lstm(im, op, &required, &input_at)?;
+        let (kind, inputs) = lstm(im, op)?;
         return Ok(Op {
             name: im.graph.tensors[output].name.clone(),
             kind,
@@ -180,249 +718,15 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             outputs: vec![output],
         });
     }
-    let x = required(im, 0)?;
+    let x = required(im, op, 0)?;
 
     let (kind, inputs) = match op.code {
-        B::Conv2d | B::DepthwiseConv2d => {
-            let depthwise = op.code == B::DepthwiseConv2d;
-            // The two options tables share these fields (not their slots).
-            macro_rules! conv_options {
-                ($o:expr) => {{
-                    let o = $o;
-                    let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
-                    let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
-                    let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
-                    let act = ctx(raw::<_, i8>(o.fused_activation_function()), &what)?;
-                    let dw = ctx(o.dilation_w_factor(), &what)?;
-                    let dh = ctx(o.dilation_h_factor(), &what)?;
-                    (padding, sw, sh, act, dw, dh)
-                }};
-            }
-            let (padding, sw, sh, act, dw, dh) = if depthwise {
-                conv_options!(
-                    options!(op, DepthwiseConv2DOptions)
-                        .ok_or_else(|| op.missing("DepthwiseConv2DOptions"))?
-                )
-            } else {
-                conv_options!(
-                    options!(op, Conv2DOptions).ok_or_else(|| op.missing("Conv2DOptions"))?
-                )
-            };
-            let dw = positive(op, dw, "dilation_w_factor")?;
-            let dh = positive(op, dh, "dilation_h_factor")?;
-            let activation = activation(op, act)?;
-            let w = required(im, 1)?;
-            let bias = input_at(im, 2)?;
-            let xs = im.graph.tensors[x].shape.clone();
-            let ws = im.graph.tensors[w].shape.clone();
-            let os = im.graph.tensors[output].shape.clone();
-            if xs.len() != 4 || ws.len() != 4 || os.len() != 4 {
-                return Err(op.invalid(format!(
-                    "input {xs:?}, filter {ws:?} and output {os:?} must all be 4-D"
-                )));
-            }
-            let (oh, pt, pb) = window(op, padding, xs[1], ws[1], sh, dh)?;
-            let (ow, pl, pr) = window(op, padding, xs[2], ws[2], sw, dw)?;
-            let out_ch = if depthwise { ws[3] } else { ws[0] };
-            let expect = [xs[0], oh, ow, out_ch];
-            if os != expect {
-                return Err(op.invalid(format!(
-                    "output shape {os:?} but input {xs:?} and filter {ws:?} give {expect:?}"
-                )));
-            }
-            let attrs = ConvAttrs {
-                stride: (sh, sw),
-                dilation: (dh, dw),
-                padding: Padding {
-                    top: pt,
-                    left: pl,
-                    bottom: pb,
-                    right: pr,
-                },
-                activation,
-            };
-            let kind = if depthwise {
-                if ws[0] != 1 || xs[3] == 0 || !ws[3].is_multiple_of(xs[3]) {
-                    return Err(op.invalid(format!(
-                        "filter {ws:?} is not [1, KH, KW, C * M] for {} input channels",
-                        xs[3]
-                    )));
-                }
-                // TFLite derives the multiplier from the shapes (the option may be stale).
-                OpKind::DepthwiseConv2d {
-                    attrs,
-                    depth_multiplier: ws[3] / xs[3],
-                }
-            } else if ws[3] == 1 && xs[3] > 1 && ws[0].is_multiple_of(xs[3]) {
-                // A grouped convolution with one input channel per group (Keras
-                // `Conv2D(groups=C)`, ConvNeXt's 7x7) is a depthwise convolution: its filter
-                // [C * M, KH, KW, 1] becomes [1, KH, KW, C * M].
-                let w = depthwise_filter(im, op, w)?;
-                let depth_multiplier = ws[0] / xs[3];
-                let mut inputs = vec![x, w];
-                inputs.extend(bias);
-                return Ok(Op {
-                    name: im.graph.tensors[output].name.clone(),
-                    kind: OpKind::DepthwiseConv2d {
-                        attrs,
-                        depth_multiplier,
-                    },
-                    inputs,
-                    outputs: vec![output],
-                });
-            } else {
-                if ws[3] != xs[3] {
-                    return Err(op.invalid(format!(
-                        "filter {ws:?} has {} input channels but the input has {} \
-                         (grouped convolution with more than one input channel per group is \
-                         not supported)",
-                        ws[3], xs[3]
-                    )));
-                }
-                OpKind::Conv2d(attrs)
-            };
-            let mut inputs = vec![x, w];
-            inputs.extend(bias);
-            (kind, inputs)
-        }
-        B::FullyConnected => {
-            let o = options!(op, FullyConnectedOptions);
-            let (act, format, asym) = match o {
-                Some(o) => (
-                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?,
-                    ctx(raw::<_, i8>(o.weights_format()), &what)?,
-                    ctx(o.asymmetric_quantize_inputs(), &what)?,
-                ),
-                None => (0, 0, false),
-            };
-            let _keep_num_dims = o.map(|o| ctx(o.keep_num_dims(), &what)).transpose()?;
-            if format != 0 {
-                return Err(op.invalid("shuffled weights format is not supported"));
-            }
-            if asym {
-                return Err(op.invalid("hybrid (asymmetric_quantize_inputs) mode is not supported"));
-            }
-            let activation = activation(op, act)?;
-            let w = required(im, 1)?;
-            let bias = input_at(im, 2)?;
-            let ws = &im.graph.tensors[w].shape;
-            if ws.len() != 2 {
-                return Err(op.invalid(format!("weights {ws:?} are not 2-D [O, I]")));
-            }
-            let (o_ch, depth) = (ws[0], ws[1]);
-            let x_elems = im.graph.tensors[x].elements();
-            let out_elems = im.graph.tensors[output].elements();
-            if depth == 0
-                || !x_elems.is_multiple_of(depth)
-                || out_elems != (x_elems / depth).saturating_mul(o_ch)
-            {
-                return Err(op.invalid(format!(
-                    "input of {x_elems} elements, weights {ws:?} and output of {out_elems} elements \
-                     do not agree"
-                )));
-            }
-            let mut inputs = vec![x, w];
-            inputs.extend(bias);
-            (OpKind::FullyConnected { activation }, inputs)
-        }
-        B::Add | B::Sub | B::Mul => {
-            let act = match (op.code, op.options) {
-                (B::Add, Some(BuiltinOptionsRef::AddOptions(o))) => {
-                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
-                }
-                (B::Sub, Some(BuiltinOptionsRef::SubOptions(o))) => {
-                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
-                }
-                (B::Mul, Some(BuiltinOptionsRef::MulOptions(o))) => {
-                    ctx(raw::<_, i8>(o.fused_activation_function()), &what)?
-                }
-                _ => 0,
-            };
-            let activation = activation(op, act)?;
-            let y = required(im, 1)?;
-            let kind = match op.code {
-                B::Add => OpKind::Add { activation },
-                B::Sub => OpKind::Sub { activation },
-                _ => OpKind::Mul { activation },
-            };
-            (kind, vec![x, y])
-        }
-        B::Mean => {
-            let keep_dims = match options!(op, ReducerOptions) {
-                Some(o) => ctx(o.keep_dims(), &what)?,
-                None => false,
-            };
-            let a = required(im, 1)?;
-            let rank = im.graph.tensors[x].shape.len();
-            let axes = const_ints(im, op, a, "axes")?;
-            let mut norm = Vec::with_capacity(axes.len());
-            for &ax in &axes {
-                norm.push(normalize_axis(op, ax, rank)?);
-            }
-            norm.sort_unstable();
-            norm.dedup();
-            (
-                OpKind::Mean {
-                    axes: norm,
-                    keep_dims,
-                },
-                vec![x],
-            )
-        }
-        B::AveragePool2d | B::MaxPool2d => {
-            let o = options!(op, Pool2DOptions).ok_or_else(|| op.missing("Pool2DOptions"))?;
-            let padding = ctx(raw::<_, i8>(o.padding()), &what)?;
-            let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
-            let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
-            let fw = positive(op, ctx(o.filter_width(), &what)?, "filter_width")?;
-            let fh = positive(op, ctx(o.filter_height(), &what)?, "filter_height")?;
-            let activation =
-                activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
-            let xs = im.graph.tensors[x].shape.clone();
-            let os = im.graph.tensors[output].shape.clone();
-            if xs.len() != 4 || os.len() != 4 {
-                return Err(op.invalid(format!("input {xs:?} and output {os:?} must be 4-D")));
-            }
-            let (oh, pt, pb) = window(op, padding, xs[1], fh, sh, 1)?;
-            let (ow, pl, pr) = window(op, padding, xs[2], fw, sw, 1)?;
-            let expect = [xs[0], oh, ow, xs[3]];
-            if os != expect {
-                return Err(op.invalid(format!(
-                    "output shape {os:?} but input {xs:?} and the window give {expect:?}"
-                )));
-            }
-            let attrs = PoolAttrs {
-                kernel: (fh, fw),
-                stride: (sh, sw),
-                padding: Padding {
-                    top: pt,
-                    left: pl,
-                    bottom: pb,
-                    right: pr,
-                },
-                activation,
-            };
-            let kind = if op.code == B::AveragePool2d {
-                OpKind::AvgPool(attrs)
-            } else {
-                OpKind::MaxPool(attrs)
-            };
-            (kind, vec![x])
-        }
-        B::Concatenation => {
-            let o = options!(op, ConcatenationOptions)
-                .ok_or_else(|| op.missing("ConcatenationOptions"))?;
-            let axis = ctx(o.axis(), &what)?;
-            let activation =
-                activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
-            let rank = im.graph.tensors[output].shape.len();
-            let axis = normalize_axis(op, i64::from(axis), rank)?;
-            let mut inputs = vec![x];
-            for k in 1..op.inputs.len() {
-                inputs.push(required(im, k)?);
-            }
-            (OpKind::Concat { axis, activation }, inputs)
-        }
+        B::Conv2d | B::DepthwiseConv2d => conv(im, op, x, output)?,
+        B::FullyConnected => fully_connected(im, op, x, output)?,
+        B::Add | B::Sub | B::Mul => binary(im, op, x)?,
+        B::Mean => mean(im, op, x)?,
+        B::AveragePool2d | B::MaxPool2d => pool(im, op, x, output)?,
+        B::Concatenation => concatenation(im, op, x, output)?,
         B::Reshape => {
             // The new shape (input 1 or the options) is the output tensor's shape.
             let n_in = im.graph.tensors[x].elements();
@@ -434,84 +738,8 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Reshape, vec![x])
         }
-        B::Pad | B::Padv2 => {
-            let p = required(im, 1)?;
-            let rank = im.graph.tensors[x].shape.len();
-            let raw = const_ints(im, op, p, "paddings")?;
-            if raw.len() != rank * 2 {
-                return Err(op.invalid(format!(
-                    "paddings have {} values, expected {} for a rank-{rank} input",
-                    raw.len(),
-                    rank * 2
-                )));
-            }
-            let mut pads = Vec::with_capacity(rank);
-            for pair in raw.chunks_exact(2) {
-                let before = usize::try_from(pair[0]);
-                let after = usize::try_from(pair[1]);
-                match (before, after) {
-                    (Ok(a), Ok(b)) => pads.push((a, b)),
-                    _ => return Err(op.invalid(format!("negative paddings {raw:?}"))),
-                }
-            }
-            let value = if op.code == B::Padv2 {
-                match input_at(im, 2)? {
-                    None => None,
-                    Some(c) => Some(pad_value(im, op, c, x)?),
-                }
-            } else {
-                None
-            };
-            (OpKind::Pad { pads, value }, vec![x])
-        }
-        B::ResizeNearestNeighbor | B::ResizeBilinear => {
-            let (mode, align_corners, half_pixel_centers) = if op.code == B::ResizeBilinear {
-                match options!(op, ResizeBilinearOptions) {
-                    Some(o) => (
-                        ResizeMode::Bilinear,
-                        ctx(o.align_corners(), &what)?,
-                        ctx(o.half_pixel_centers(), &what)?,
-                    ),
-                    None => (ResizeMode::Bilinear, false, false),
-                }
-            } else {
-                match options!(op, ResizeNearestNeighborOptions) {
-                    Some(o) => (
-                        ResizeMode::Nearest,
-                        ctx(o.align_corners(), &what)?,
-                        ctx(o.half_pixel_centers(), &what)?,
-                    ),
-                    None => (ResizeMode::Nearest, false, false),
-                }
-            };
-            if align_corners && half_pixel_centers {
-                return Err(op.invalid("align_corners and half_pixel_centers are both set"));
-            }
-            let xs = im.graph.tensors[x].shape.clone();
-            let os = im.graph.tensors[output].shape.clone();
-            if xs.len() != 4 || os.len() != 4 || xs[0] != os[0] || xs[3] != os[3] {
-                return Err(op.invalid(format!(
-                    "input {xs:?} and output {os:?} must be 4-D NHWC with the same N and C"
-                )));
-            }
-            if let Some(s) = input_at(im, 1)? {
-                let size = const_ints(im, op, s, "size")?;
-                let want = [os[1] as i64, os[2] as i64];
-                if size != want {
-                    return Err(op.invalid(format!(
-                        "size {size:?} does not match the output shape {os:?}"
-                    )));
-                }
-            }
-            (
-                OpKind::Resize {
-                    mode,
-                    align_corners,
-                    half_pixel_centers,
-                },
-                vec![x],
-            )
-        }
+        B::Pad | B::Padv2 => pad(im, op, x)?,
+        B::ResizeNearestNeighbor | B::ResizeBilinear => resize(im, op, x, output)?,
         B::Softmax => {
             let beta = match options!(op, SoftmaxOptions) {
                 Some(o) => ctx(o.beta(), &what)?,
@@ -522,21 +750,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             }
             (OpKind::Softmax { beta }, vec![x])
         }
-        B::BatchMatmul => {
-            let (adj_a, adj_b, asym) = match options!(op, BatchMatMulOptions) {
-                Some(o) => (
-                    ctx(o.adj_x(), &what)?,
-                    ctx(o.adj_y(), &what)?,
-                    ctx(o.asymmetric_quantize_inputs(), &what)?,
-                ),
-                None => (false, false, false),
-            };
-            if asym {
-                return Err(op.invalid("hybrid (asymmetric_quantize_inputs) mode is not supported"));
-            }
-            let y = required(im, 1)?;
-            (OpKind::BatchMatMul { adj_a, adj_b }, vec![x, y])
-        }
+        B::BatchMatmul => batch_matmul(im, op, x)?,
         B::Quantize => (OpKind::Quantize, vec![x]),
         B::Dequantize => (OpKind::Dequantize, vec![x]),
         B::Relu => (OpKind::Activation(Activation::Relu), vec![x]),
@@ -544,7 +758,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
         B::ReluN1To1 => (OpKind::Activation(Activation::ReluN1To1), vec![x]),
         // moveb
         B::Transpose => {
-            let p = required(im, 1)?;
+            let p = required(im, op, 1)?;
             let rank = im.graph.tensors[x].shape.len();
             let raw = const_ints(im, op, p, "perm")?;
             let mut perm = Vec::with_capacity(raw.len());
@@ -554,7 +768,7 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             (OpKind::Transpose { perm }, vec![x])
         }
         B::Tile => {
-            let m = required(im, 1)?;
+            let m = required(im, op, 1)?;
             let raw = const_ints(im, op, m, "multiples")?;
             let multiples = raw
                 .iter()
@@ -563,22 +777,9 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
                 .map_err(|_| op.invalid(format!("negative multiples {raw:?}")))?;
             (OpKind::Tile { multiples }, vec![x])
         }
-        B::MirrorPad => {
-            let mode = match options!(op, MirrorPadOptions) {
-                Some(o) => ctx(raw::<_, i8>(o.mode()), &what)?,
-                None => 0,
-            };
-            let mode = match mode {
-                0 => PadMode::Reflect,
-                1 => PadMode::Symmetric,
-                m => return Err(op.invalid(format!("unknown mirror pad mode {m}"))),
-            };
-            let p = required(im, 1)?;
-            let pads = pad_pairs(im, op, p, x)?;
-            (OpKind::MirrorPad { pads, mode }, vec![x])
-        }
+        B::MirrorPad => mirror_pad(im, op, x)?,
         B::ReverseV2 => {
-            let a = required(im, 1)?;
+            let a = required(im, op, 1)?;
             let rank = im.graph.tensors[x].shape.len();
             let mut axes = Vec::new();
             for v in const_ints(im, op, a, "axis")? {
@@ -588,93 +789,13 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             axes.dedup();
             (OpKind::Reverse { axes }, vec![x])
         }
-        B::Gather => {
-            let (axis, batch_dims) = match options!(op, GatherOptions) {
-                Some(o) => (ctx(o.axis(), &what)?, ctx(o.batch_dims(), &what)?),
-                None => (0, 0),
-            };
-            if batch_dims != 0 {
-                return Err(
-                    op.invalid(format!("batch_dims {batch_dims} is not supported (only 0)"))
-                );
-            }
-            let rank = im.graph.tensors[x].shape.len();
-            let axis = normalize_axis(op, i64::from(axis), rank)?;
-            let i = required(im, 1)?;
-            let raw = const_ints(im, op, i, "indices")?;
-            let n = im.graph.tensors[x].shape[axis];
-            // TFLite's gather rejects indices outside [0, n): no wrapping of negative ones.
-            let indices = raw
-                .iter()
-                .map(|&v| usize::try_from(v).ok().filter(|&v| v < n))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| {
-                    op.invalid(format!(
-                        "indices {raw:?} out of range for dimension {axis} of size {n}"
-                    ))
-                })?;
-            (OpKind::Gather { axis, indices }, vec![x])
-        }
-        B::DepthToSpace | B::SpaceToDepth => {
-            let block = if op.code == B::DepthToSpace {
-                options!(op, DepthToSpaceOptions)
-                    .ok_or_else(|| op.missing("DepthToSpaceOptions"))?
-                    .block_size()
-            } else {
-                options!(op, SpaceToDepthOptions)
-                    .ok_or_else(|| op.missing("SpaceToDepthOptions"))?
-                    .block_size()
-            };
-            let block = positive(op, ctx(block, &what)?, "block_size")?;
-            let kind = if op.code == B::DepthToSpace {
-                OpKind::DepthToSpace { block, crd: false }
-            } else {
-                OpKind::SpaceToDepth { block }
-            };
-            (kind, vec![x])
-        }
-        B::SpaceToBatchNd | B::BatchToSpaceNd => {
-            let bs = required(im, 1)?;
-            let block = const_ints(im, op, bs, "block_shape")?;
-            let p = required(im, 2)?;
-            let raw = const_ints(im, op, p, "paddings/crops")?;
-            let bad = || {
-                op.invalid(format!(
-                    "block_shape {block:?} and paddings/crops {raw:?} must be positive / \
-                     non-negative, one or two spatial dimensions"
-                ))
-            };
-            let pos = |v: i64| usize::try_from(v).ok().filter(|&v| v > 0);
-            let nn = |v: i64| usize::try_from(v).ok();
-            let (blk, pairs) = match (block.as_slice(), raw.as_slice()) {
-                ([h], [t, b]) => ((pos(*h), Some(1)), [(nn(*t), nn(*b)), (Some(0), Some(0))]),
-                ([h, w], [t, b, l, r]) => {
-                    ((pos(*h), pos(*w)), [(nn(*t), nn(*b)), (nn(*l), nn(*r))])
-                }
-                _ => return Err(bad()),
-            };
-            let block = match blk {
-                (Some(h), Some(w)) => (h, w),
-                _ => return Err(bad()),
-            };
-            let mut pp = [(0usize, 0usize); 2];
-            for (d, pair) in pairs.iter().enumerate() {
-                match pair {
-                    (Some(a), Some(b)) => pp[d] = (*a, *b),
-                    _ => return Err(bad()),
-                }
-            }
-            let kind = if op.code == B::SpaceToBatchNd {
-                OpKind::SpaceToBatch { block, pads: pp }
-            } else {
-                OpKind::BatchToSpace { block, crops: pp }
-            };
-            (kind, vec![x])
-        }
+        B::Gather => gather(im, op, x)?,
+        B::DepthToSpace | B::SpaceToDepth => depth_space(op, x)?,
+        B::SpaceToBatchNd | B::BatchToSpaceNd => space_batch(im, op, x)?,
         B::Abs => (OpKind::Abs, vec![x]),
         B::Neg => (OpKind::Neg, vec![x]),
         B::Maximum | B::Minimum | B::SquaredDifference | B::Prelu => {
-            let y = required(im, 1)?;
+            let y = required(im, op, 1)?;
             let kind = match op.code {
                 B::Maximum => OpKind::Maximum,
                 B::Minimum => OpKind::Minimum,
@@ -683,54 +804,8 @@ fn map_one(im: &mut Importer, op: &RawOp) -> Result<Op> {
             };
             (kind, vec![x, y])
         }
-        B::Sum | B::ReduceMax | B::ReduceMin => {
-            let keep_dims = match options!(op, ReducerOptions) {
-                Some(o) => ctx(o.keep_dims(), &what)?,
-                None => false,
-            };
-            let a = required(im, 1)?;
-            let rank = im.graph.tensors[x].shape.len();
-            let mut axes = Vec::new();
-            for ax in const_ints(im, op, a, "axes")? {
-                axes.push(normalize_axis(op, ax, rank)?);
-            }
-            axes.sort_unstable();
-            axes.dedup();
-            let kind = match op.code {
-                B::Sum => ReduceOp::Sum,
-                B::ReduceMax => ReduceOp::Max,
-                _ => ReduceOp::Min,
-            };
-            (
-                OpKind::Reduce {
-                    op: kind,
-                    axes,
-                    keep_dims,
-                },
-                vec![x],
-            )
-        }
-        B::ArgMax | B::ArgMin => {
-            // The index type is the output tensor's (ArgMaxOptions.output_type names it too).
-            let a = required(im, 1)?;
-            let rank = im.graph.tensors[x].shape.len();
-            let axis = match const_ints(im, op, a, "axis")?.as_slice() {
-                [ax] => normalize_axis(op, *ax, rank)?,
-                other => {
-                    return Err(op.invalid(format!(
-                        "axis must hold one value, got {} values",
-                        other.len()
-                    )));
-                }
-            };
-            (
-                OpKind::ArgMinMax {
-                    axis,
-                    max: op.code == B::ArgMax,
-                },
-                vec![x],
-            )
-        }
+        B::Sum | B::ReduceMax | B::ReduceMin => reduce(im, op, x)?,
+        B::ArgMax | B::ArgMin => arg_min_max(im, op, x)?,
         B::Relu0To1 => (
             OpKind::Activation(Activation::Clip { min: 0.0, max: 1.0 }),
             vec![x],
@@ -784,8 +859,6 @@ fn transpose_conv(
     im: &mut Importer,
     op: &RawOp,
     output: TensorId,
-    required: &dyn Fn(&mut Importer, usize) -> Result<TensorId>,
-    input_at: &dyn Fn(&mut Importer, usize) -> Result<Option<TensorId>>,
 ) -> Result<(OpKind, Vec<TensorId>)> {
     let what = op.what();
     let o = options!(op, TransposeConvOptions).ok_or_else(|| op.missing("TransposeConvOptions"))?;
@@ -793,10 +866,10 @@ fn transpose_conv(
     let sw = positive(op, ctx(o.stride_w(), &what)?, "stride_w")?;
     let sh = positive(op, ctx(o.stride_h(), &what)?, "stride_h")?;
     let activation = activation(op, ctx(raw::<_, i8>(o.fused_activation_function()), &what)?)?;
-    let shape_t = required(im, 0)?;
-    let w = required(im, 1)?;
-    let x = required(im, 2)?;
-    let bias = input_at(im, 3)?;
+    let shape_t = required(im, op, 0)?;
+    let w = required(im, op, 1)?;
+    let x = required(im, op, 2)?;
+    let bias = input_at(im, op, 3)?;
     let xs = im.graph.tensors[x].shape.clone();
     let ws = im.graph.tensors[w].shape.clone();
     let os = im.graph.tensors[output].shape.clone();
@@ -948,12 +1021,7 @@ fn pad_value(im: &Importer, op: &RawOp, c: TensorId, x: TensorId) -> Result<i32>
 /// peephole weights, 4 biases, projection weights and bias, h, c, 4 layer-norm
 /// coefficients]`; the integer kernel's hidden quantization is intermediate 4.
 #[allow(clippy::type_complexity)]
-fn lstm(
-    im: &mut Importer,
-    op: &RawOp,
-    required: &dyn Fn(&mut Importer, usize) -> Result<TensorId>,
-    input_at: &dyn Fn(&mut Importer, usize) -> Result<Option<TensorId>>,
-) -> Result<(OpKind, Vec<TensorId>)> {
+fn lstm(im: &mut Importer, op: &RawOp) -> Result<(OpKind, Vec<TensorId>)> {
     let what = op.what();
     let o = options!(op, UnidirectionalSequenceLstmOptions)
         .ok_or_else(|| op.missing("UnidirectionalSequenceLSTMOptions"))?;
@@ -981,7 +1049,7 @@ fn lstm(
         (5, "recurrent input gate weights (CIFG)"),
         (12, "input gate bias (CIFG)"),
     ] {
-        if input_at(im, k)?.is_none() {
+        if input_at(im, op, k)?.is_none() {
             return Err(op.invalid(format!(
                 "has no {what}; coupled-gate LSTMs are not supported"
             )));
@@ -1004,7 +1072,7 @@ fn lstm(
             )));
         }
     }
-    let x = required(im, 0)?;
+    let x = required(im, op, 0)?;
     if im.graph.tensors[x].dtype != DType::I8 {
         return Err(op.invalid(format!(
             "input is {}; only the integer (int8) LSTM is supported",
@@ -1013,13 +1081,13 @@ fn lstm(
     }
     let mut inputs = vec![x];
     for k in 1..=8 {
-        inputs.push(required(im, k)?);
+        inputs.push(required(im, op, k)?);
     }
     for k in 12..=15 {
-        inputs.push(required(im, k)?);
+        inputs.push(required(im, op, k)?);
     }
     for k in [18, 19] {
-        let t = required(im, k)?;
+        let t = required(im, op, k)?;
         if !im.graph.variables.contains(&t) {
             return Err(op.invalid(format!(
                 "state input {k} ('{}') is not a variable tensor",
