@@ -131,41 +131,7 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
                 bytes,
             })
         }
-        OpKind::Quantize => {
-            let q = reference::convert::Quantize::new(g, op)?;
-            let (x, y) = (op.inputs[0], op.outputs[0]);
-            let (from, to) = (elem(op, g, x)?, elem(op, g, y)?);
-            let Some((lo, hi)) = to.int_range().filter(|_| to != Elem::I32) else {
-                return Err(node_err(op, "quantizing to a type other than i8, u8, i16"));
-            };
-            let len = count(op, g, y)?;
-            match q.rescale {
-                None => Ok(CpuOp::Quantize {
-                    x: at.tensor(x)?,
-                    y: at.tensor(y)?,
-                    len,
-                    to,
-                    scale: q.out_scale,
-                    zero_point: q.zo,
-                }),
-                Some(_) if from == Elem::I32 => {
-                    Err(node_err(op, "requantizing i32 has no CPU kernel"))
-                }
-                Some(r) => Ok(CpuOp::Requantize {
-                    x: at.tensor(x)?,
-                    y: at.tensor(y)?,
-                    len,
-                    from,
-                    to,
-                    in_zp: q.zi,
-                    out_zp: q.zo,
-                    multiplier: r.multiplier,
-                    shift: r.shift,
-                    lo,
-                    hi,
-                }),
-            }
-        }
+        OpKind::Quantize => quantize(g, op, at),
         OpKind::Activation(act) => activation(g, op, *act, at),
         OpKind::FloatUnary(f) => {
             let k = reference::float::FloatUnary::new(g, op, *f)?;
@@ -179,56 +145,8 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
                 beta: k.beta,
             }))
         }
-        OpKind::Dequantize => {
-            let (x, y) = one_in_one_out(op, g)?;
-            let from = elem(op, g, x)?;
-            if matches!(from, Elem::F32 | Elem::I32) || g.tensors[y].dtype != DType::F32 {
-                return Err(node_err(op, "dequantizes 8/16-bit integers to f32 only"));
-            }
-            let (s, zp) = per_tensor(op, g, x)?;
-            Ok(CpuOp::Dequantize {
-                x: at.tensor(x)?,
-                y: at.tensor(y)?,
-                len: count(op, g, x)?,
-                from,
-                scale: f64::from(s),
-                zero_point: zp,
-            })
-        }
-        OpKind::Transpose { perm } => {
-            let (x, y) = one_in_one_out(op, g)?;
-            let xs = &g.tensors[x].shape;
-            if xs.len() > MAX_RANK || perm.len() != xs.len() || xs.is_empty() {
-                return Err(node_err(
-                    op,
-                    format!(
-                        "transpose of rank {} (the CPU kernel takes 1 to {MAX_RANK})",
-                        xs.len()
-                    ),
-                ));
-            }
-            let mut shape = [1u32; MAX_RANK];
-            let mut p = [0u32; MAX_RANK];
-            for (i, (&d, &q)) in xs.iter().zip(perm).enumerate() {
-                shape[i] = u32::try_from(d).map_err(|_| node_err(op, "dimension too large"))?;
-                p[i] = u32::try_from(q).map_err(|_| node_err(op, "bad permutation"))?;
-            }
-            let want: Vec<usize> = perm
-                .iter()
-                .map(|&q| xs.get(q).copied().unwrap_or(0))
-                .collect();
-            if want != g.tensors[y].shape {
-                return Err(node_err(op, "output shape is not the permuted input shape"));
-            }
-            Ok(CpuOp::Transpose {
-                x: at.tensor(x)?,
-                y: at.tensor(y)?,
-                elem_bytes: g.tensors[x].dtype.size() as u32,
-                rank: xs.len() as u32,
-                shape,
-                perm: p,
-            })
-        }
+        OpKind::Dequantize => dequantize(g, op, at),
+        OpKind::Transpose { perm } => transpose(g, op, perm, at),
         OpKind::Softmax { beta } => softmax(g, op, *beta, at),
         OpKind::Lstm(a) => {
             let plan = reference::lstm::LstmPlan::new(g, op, a)?;
@@ -287,27 +205,7 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         } => resize(g, op, *mode, *align_corners, *half_pixel_centers, at),
         OpKind::Concat { .. } => Err(node_err(op, "internal: Concat takes one op per input")),
         OpKind::Slice { begin, step, size } => slice(g, op, begin, step, size, at),
-        OpKind::TransposeConv2d(attrs) => {
-            let t = reference::transpose_conv::TransposeConv::new(g, op, attrs)?;
-            let fixed = fixed_scales(&t.rescale);
-            let geo = &t.geo;
-            let base = Geo {
-                n: geo.n,
-                h: geo.h,
-                w: geo.w,
-                c: geo.c,
-                oh: geo.oh,
-                ow: geo.ow,
-                k: [geo.kh, geo.kw, geo.sh, geo.sw, 1, 1],
-                top: geo.pt,
-                left: geo.pl,
-            };
-            let mode = ScaleMode::of(&t.rescale);
-            match weighted_op(op, at, &t.wt, base, geo.o, 0, fixed, mode)? {
-                CpuOp::Conv(c) => Ok(CpuOp::TransposeConv(c)),
-                _ => Err(node_err(op, "internal: expected a convolution record")),
-            }
-        }
+        OpKind::TransposeConv2d(attrs) => transpose_conv(g, op, attrs, at),
         OpKind::BatchMatMul { adj_a, adj_b } => batch_matmul(g, op, *adj_a, *adj_b, at),
         OpKind::Tile { .. }
         | OpKind::MirrorPad { .. }
@@ -375,6 +273,123 @@ fn cpu_kernel(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
         } => reduce(g, op, *kind, axes, *keep_dims, at),
         OpKind::ArgMinMax { axis, max } => arg_min_max(g, op, *axis, *max, at),
         OpKind::ActFn(f) => act_fn(g, op, *f, at),
+    }
+}
+
+/// Quantize (f32 to integers) and Requantize (integers to integers).
+fn quantize(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    let q = reference::convert::Quantize::new(g, op)?;
+    let (x, y) = (op.inputs[0], op.outputs[0]);
+    let (from, to) = (elem(op, g, x)?, elem(op, g, y)?);
+    let Some((lo, hi)) = to.int_range().filter(|_| to != Elem::I32) else {
+        return Err(node_err(op, "quantizing to a type other than i8, u8, i16"));
+    };
+    let len = count(op, g, y)?;
+    match q.rescale {
+        None => Ok(CpuOp::Quantize {
+            x: at.tensor(x)?,
+            y: at.tensor(y)?,
+            len,
+            to,
+            scale: q.out_scale,
+            zero_point: q.zo,
+        }),
+        Some(_) if from == Elem::I32 => Err(node_err(op, "requantizing i32 has no CPU kernel")),
+        Some(r) => Ok(CpuOp::Requantize {
+            x: at.tensor(x)?,
+            y: at.tensor(y)?,
+            len,
+            from,
+            to,
+            in_zp: q.zi,
+            out_zp: q.zo,
+            multiplier: r.multiplier,
+            shift: r.shift,
+            lo,
+            hi,
+        }),
+    }
+}
+
+/// Dequantize: 8/16-bit integers to f32.
+fn dequantize(g: &Graph, op: &Op, at: &mut dyn Operands) -> Result<CpuOp> {
+    let (x, y) = one_in_one_out(op, g)?;
+    let from = elem(op, g, x)?;
+    if matches!(from, Elem::F32 | Elem::I32) || g.tensors[y].dtype != DType::F32 {
+        return Err(node_err(op, "dequantizes 8/16-bit integers to f32 only"));
+    }
+    let (s, zp) = per_tensor(op, g, x)?;
+    Ok(CpuOp::Dequantize {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        len: count(op, g, x)?,
+        from,
+        scale: f64::from(s),
+        zero_point: zp,
+    })
+}
+
+/// Transpose of up to six axes.
+fn transpose(g: &Graph, op: &Op, perm: &[usize], at: &mut dyn Operands) -> Result<CpuOp> {
+    let (x, y) = one_in_one_out(op, g)?;
+    let xs = &g.tensors[x].shape;
+    if xs.len() > MAX_RANK || perm.len() != xs.len() || xs.is_empty() {
+        return Err(node_err(
+            op,
+            format!(
+                "transpose of rank {} (the CPU kernel takes 1 to {MAX_RANK})",
+                xs.len()
+            ),
+        ));
+    }
+    let mut shape = [1u32; MAX_RANK];
+    let mut p = [0u32; MAX_RANK];
+    for (i, (&d, &q)) in xs.iter().zip(perm).enumerate() {
+        shape[i] = u32::try_from(d).map_err(|_| node_err(op, "dimension too large"))?;
+        p[i] = u32::try_from(q).map_err(|_| node_err(op, "bad permutation"))?;
+    }
+    let want: Vec<usize> = perm
+        .iter()
+        .map(|&q| xs.get(q).copied().unwrap_or(0))
+        .collect();
+    if want != g.tensors[y].shape {
+        return Err(node_err(op, "output shape is not the permuted input shape"));
+    }
+    Ok(CpuOp::Transpose {
+        x: at.tensor(x)?,
+        y: at.tensor(y)?,
+        elem_bytes: g.tensors[x].dtype.size() as u32,
+        rank: xs.len() as u32,
+        shape,
+        perm: p,
+    })
+}
+
+/// Transposed convolution: the convolution record with its own geometry.
+fn transpose_conv(
+    g: &Graph,
+    op: &Op,
+    attrs: &crate::ir::TransposeConvAttrs,
+    at: &mut dyn Operands,
+) -> Result<CpuOp> {
+    let t = reference::transpose_conv::TransposeConv::new(g, op, attrs)?;
+    let fixed = fixed_scales(&t.rescale);
+    let geo = &t.geo;
+    let base = Geo {
+        n: geo.n,
+        h: geo.h,
+        w: geo.w,
+        c: geo.c,
+        oh: geo.oh,
+        ow: geo.ow,
+        k: [geo.kh, geo.kw, geo.sh, geo.sw, 1, 1],
+        top: geo.pt,
+        left: geo.pl,
+    };
+    let mode = ScaleMode::of(&t.rescale);
+    match weighted_op(op, at, &t.wt, base, geo.o, 0, fixed, mode)? {
+        CpuOp::Conv(c) => Ok(CpuOp::TransposeConv(c)),
+        _ => Err(node_err(op, "internal: expected a convolution record")),
     }
 }
 
