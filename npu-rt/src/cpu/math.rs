@@ -4,7 +4,7 @@
 //! (`reference::unary`, `reference::pairwise`), which decides every parameter.
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::operands::{operands, volume};
+use super::operands::{broadcast, for_each_broadcast, operands, volume};
 use super::params::{Word, code_word, record};
 use super::words::{Reader, Writer};
 use super::{BinaryParams, Buf, Elem, MAX_RANK};
@@ -236,18 +236,7 @@ impl PairwiseOp {
             return None;
         }
         let (ash, bsh) = (&self.a_shape[..rank], &self.b_shape[..rank]);
-        let mut out = [1usize; MAX_RANK];
-        for i in 0..rank {
-            out[i] = match (ash[i], bsh[i]) {
-                (x, y) if x == y => x,
-                (1, y) => y,
-                (x, 1) => x,
-                _ => return None,
-            } as usize;
-        }
-        let n = out[..rank]
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+        let (out, n) = broadcast(ash, bsh)?;
         let size = self.elem.size();
         let ([xa, xb], y) = operands(
             weights,
@@ -271,47 +260,6 @@ impl PairwiseOp {
             });
             Some(())
         })
-    }
-}
-
-/// Calls `f(out_index, a_index, b_index)` over the broadcast output in row-major order.
-fn for_each_broadcast(
-    rank: usize,
-    ash: &[u32],
-    bsh: &[u32],
-    out: &[usize; MAX_RANK],
-    mut f: impl FnMut(usize, usize, usize),
-) {
-    let n = out[..rank].iter().product::<usize>();
-    if n == 0 {
-        return;
-    }
-    // Strides in elements, 0 along broadcast axes.
-    let (mut sa, mut sb) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
-    let (mut ta, mut tb) = (1usize, 1usize);
-    for d in (0..rank).rev() {
-        sa[d] = if ash[d] == 1 { 0 } else { ta };
-        sb[d] = if bsh[d] == 1 { 0 } else { tb };
-        ta *= ash[d] as usize;
-        tb *= bsh[d] as usize;
-    }
-    let mut idx = [0usize; MAX_RANK];
-    let (mut ia, mut ib) = (0usize, 0usize);
-    for k in 0..n {
-        f(k, ia, ib);
-        let mut d = rank;
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            ia += sa[d];
-            ib += sb[d];
-            if idx[d] < out[d] {
-                break;
-            }
-            ia -= sa[d] * out[d];
-            ib -= sb[d] * out[d];
-            idx[d] = 0;
-        }
     }
 }
 
