@@ -30,30 +30,15 @@ pub(super) fn conv(p: &ConvOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         return None;
     }
     // Every tap of the dilated window must be addressable; taps beyond the image are skipped.
-    let nx = volume(&[p.n, p.h, p.w_in, p.c])?;
-    let ny = volume(&[p.n, p.oh, p.ow, p.oc])?;
     let nw = if dense {
         volume(&[p.oc, p.kh, p.kw, p.c])?
     } else {
         volume(&[p.kh, p.kw, p.oc])?
     };
-    // Per channel: a multiplier and a shift, or one f64.
-    let scale_bytes = 8;
-    let oc = p.oc as usize;
-    let ([x, w, bias, scale], y) = operands(
-        weights,
-        arena,
-        [
-            (p.x, nx.checked_mul(p.x_elem.size())?),
-            (p.w, nw.checked_mul(p.w_elem.size())?),
-            (p.bias, oc.checked_mul(4)?),
-            (p.scale, oc.checked_mul(scale_bytes)?),
-        ],
-        (p.y, ny.checked_mul(p.y_elem.size())?),
-    )?;
+    let ([x, w, bias, scale], y) = conv_operands(p, nw, weights, arena)?;
     // Nothing to write; and without input channels the kernel size would be unbounded by the
     // weights (the loops below are bounded by output size x weights size).
-    if ny == 0 {
+    if y.is_empty() {
         return Some(());
     }
     if p.c == 0 {
@@ -71,6 +56,31 @@ pub(super) fn conv(p: &ConvOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         run::<I, O, W>(p, x, w, bias, scale, y);
         Some(())
     }, else None), else None), else None)
+}
+
+/// The operands of a convolution (transposed or not) of `nw` weights: the input, weights,
+/// biases (one i32 per output channel) and scales (8 bytes per output channel: a multiplier
+/// and a shift, or one f64), and the output.
+pub(super) fn conv_operands<'a>(
+    p: &ConvOp,
+    nw: usize,
+    weights: &'a [u8],
+    arena: &'a mut [u8],
+) -> Option<([&'a [u8]; 4], &'a mut [u8])> {
+    let nx = volume(&[p.n, p.h, p.w_in, p.c])?;
+    let ny = volume(&[p.n, p.oh, p.ow, p.oc])?;
+    let oc = p.oc as usize;
+    operands(
+        weights,
+        arena,
+        [
+            (p.x, nx.checked_mul(p.x_elem.size())?),
+            (p.w, nw.checked_mul(p.w_elem.size())?),
+            (p.bias, oc.checked_mul(4)?),
+            (p.scale, oc.checked_mul(8)?),
+        ],
+        (p.y, ny.checked_mul(p.y_elem.size())?),
+    )
 }
 
 /// The little-endian i32 at byte `i` of `b`.

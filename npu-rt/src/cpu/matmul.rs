@@ -8,7 +8,7 @@
 
 use super::Elem;
 use super::MAX_RANK;
-use super::conv::epilogue;
+use super::conv::{conv_operands, epilogue};
 use super::elem::{Int, load_f32, store_f32, with_int};
 use super::operands::{operands, volume};
 use super::params::{ConvOp, MatMulOp};
@@ -43,22 +43,9 @@ pub(super) fn transpose_conv(p: &ConvOp, weights: &[u8], arena: &mut [u8]) -> Op
     {
         return None;
     }
-    let nx = volume(&[p.n, p.h, p.w_in, p.c])?;
-    let ny = volume(&[p.n, p.oh, p.ow, p.oc])?;
     let nw = volume(&[p.oc, p.kh, p.kw, p.c])?;
-    let oc = p.oc as usize;
-    let ([x, w, bias, scale], y) = operands(
-        weights,
-        arena,
-        [
-            (p.x, nx.checked_mul(p.x_elem.size())?),
-            (p.w, nw.checked_mul(p.w_elem.size())?),
-            (p.bias, oc.checked_mul(4)?),
-            (p.scale, oc.checked_mul(8)?),
-        ],
-        (p.y, ny.checked_mul(p.y_elem.size())?),
-    )?;
-    if ny == 0 {
+    let ([x, w, bias, scale], y) = conv_operands(p, nw, weights, arena)?;
+    if y.is_empty() {
         return Some(());
     }
     // Output index plus padding must not overflow.

@@ -11,22 +11,25 @@ pub(super) trait Word: Sized {
     fn get(r: &mut Reader) -> Option<Self>;
 }
 
-impl Word for u32 {
-    fn put(&self, w: &mut Writer) {
-        w.put(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.get()
-    }
+/// The types the [`Writer`] and [`Reader`] encode themselves, by their methods of that type.
+macro_rules! word_by {
+    ($($t:ty => $put:ident, $get:ident;)+) => {
+        $(impl Word for $t {
+            fn put(&self, w: &mut Writer) {
+                w.$put(*self);
+            }
+            fn get(r: &mut Reader) -> Option<Self> {
+                r.$get()
+            }
+        })+
+    };
 }
 
-impl Word for i32 {
-    fn put(&self, w: &mut Writer) {
-        w.int(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.int()
-    }
+word_by! {
+    u32 => put, get;
+    i32 => int, int;
+    Elem => elem, elem;
+    Buf => buf, buf;
 }
 
 impl Word for bool {
@@ -61,24 +64,6 @@ impl Word for f64 {
         let lo = u64::from(r.get()?);
         let hi = u64::from(r.get()?);
         Some(f64::from_bits(lo | (hi << 32)))
-    }
-}
-
-impl Word for Elem {
-    fn put(&self, w: &mut Writer) {
-        w.elem(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.elem()
-    }
-}
-
-impl Word for Buf {
-    fn put(&self, w: &mut Writer) {
-        w.buf(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.buf()
     }
 }
 
