@@ -30,30 +30,15 @@ pub(super) fn conv(p: &ConvOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
         return None;
     }
     // Every tap of the dilated window must be addressable; taps beyond the image are skipped.
-    let nx = volume(&[p.n, p.h, p.w_in, p.c])?;
-    let ny = volume(&[p.n, p.oh, p.ow, p.oc])?;
     let nw = if dense {
         volume(&[p.oc, p.kh, p.kw, p.c])?
     } else {
         volume(&[p.kh, p.kw, p.oc])?
     };
-    // Per channel: a multiplier and a shift, or one f64.
-    let scale_bytes = 8;
-    let oc = p.oc as usize;
-    let ([x, w, bias, scale], y) = operands(
-        weights,
-        arena,
-        [
-            (p.x, nx.checked_mul(p.x_elem.size())?),
-            (p.w, nw.checked_mul(p.w_elem.size())?),
-            (p.bias, oc.checked_mul(4)?),
-            (p.scale, oc.checked_mul(scale_bytes)?),
-        ],
-        (p.y, ny.checked_mul(p.y_elem.size())?),
-    )?;
+    let ([x, w, bias, scale], y) = conv_operands(p, nw, weights, arena)?;
     // Nothing to write; and without input channels the kernel size would be unbounded by the
     // weights (the loops below are bounded by output size x weights size).
-    if ny == 0 {
+    if y.is_empty() {
         return Some(());
     }
     if p.c == 0 {
@@ -73,6 +58,61 @@ pub(super) fn conv(p: &ConvOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
     }, else None), else None), else None)
 }
 
+/// The operands of a convolution (transposed or not) of `nw` weights: the input, weights,
+/// biases (one i32 per output channel) and scales (8 bytes per output channel: a multiplier
+/// and a shift, or one f64), and the output.
+pub(super) fn conv_operands<'a>(
+    p: &ConvOp,
+    nw: usize,
+    weights: &'a [u8],
+    arena: &'a mut [u8],
+) -> Option<([&'a [u8]; 4], &'a mut [u8])> {
+    let nx = volume(&[p.n, p.h, p.w_in, p.c])?;
+    let ny = volume(&[p.n, p.oh, p.ow, p.oc])?;
+    let oc = p.oc as usize;
+    operands(
+        weights,
+        arena,
+        [
+            (p.x, nx.checked_mul(p.x_elem.size())?),
+            (p.w, nw.checked_mul(p.w_elem.size())?),
+            (p.bias, oc.checked_mul(4)?),
+            (p.scale, oc.checked_mul(8)?),
+        ],
+        (p.y, ny.checked_mul(p.y_elem.size())?),
+    )
+}
+
+/// The little-endian i32 at byte `i` of `b`.
+fn word(b: &[u8], i: usize) -> i32 {
+    i32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// The output value of channel `ch` from its accumulator (convolutions and transposed ones):
+/// `+ bias[ch]`, rescaled by the channel's scale, `+ y_zp`, clamped to `lo..=hi` within `O`.
+pub(super) fn epilogue<'a, O: Int>(
+    p: &'a ConvOp,
+    bias: &'a [u8],
+    scale: &'a [u8],
+) -> impl Fn(usize, i32) -> i32 + 'a {
+    let lo = p.lo.max(O::MIN);
+    let hi = p.hi.min(O::MAX).max(lo);
+    move |ch, acc| {
+        let acc = acc.wrapping_add(word(bias, 4 * ch));
+        let v = if p.float_scale {
+            let bits = u64::from(word(scale, 8 * ch) as u32)
+                | (u64::from(word(scale, 8 * ch + 4) as u32) << 32);
+            let f = f64::from_bits(bits);
+            round_half_away(f64::from(acc) * f) as i32
+        } else if p.round_once {
+            multiply_round_once(acc, word(scale, 8 * ch), word(scale, 8 * ch + 4))
+        } else {
+            multiply_by_quantized_multiplier(acc, word(scale, 8 * ch), word(scale, 8 * ch + 4))
+        };
+        v.wrapping_add(p.y_zp).clamp(lo, hi)
+    }
+}
+
 fn run<I: Int, O: Int, W: Int>(
     p: &ConvOp,
     x: &[u8],
@@ -86,23 +126,7 @@ fn run<I: Int, O: Int, W: Int>(
     ]
     .map(|v| v as usize);
     let m = p.depth_multiplier as usize;
-    let lo = p.lo.max(O::MIN);
-    let hi = p.hi.min(O::MAX).max(lo);
-    let word = |b: &[u8], i: usize| i32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let finish = |ch: usize, acc: i32| -> i32 {
-        let acc = acc.wrapping_add(word(bias, 4 * ch));
-        let v = if p.float_scale {
-            let bits = u64::from(word(scale, 8 * ch) as u32)
-                | (u64::from(word(scale, 8 * ch + 4) as u32) << 32);
-            let f = f64::from_bits(bits);
-            round_half_away(f64::from(acc) * f) as i32
-        } else if p.round_once {
-            multiply_round_once(acc, word(scale, 8 * ch), word(scale, 8 * ch + 4))
-        } else {
-            multiply_by_quantized_multiplier(acc, word(scale, 8 * ch), word(scale, 8 * ch + 4))
-        };
-        v.wrapping_add(p.y_zp).clamp(lo, hi)
-    };
+    let finish = epilogue::<O>(p, bias, scale);
     let xv = |i: usize| I::load(x, i).wrapping_sub(p.x_zp);
     for b in 0..n {
         for oy in 0..oh {

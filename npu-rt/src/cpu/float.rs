@@ -4,7 +4,7 @@
 
 use super::MAX_RANK;
 use super::elem::{load_f32, store_f32};
-use super::operands::operands;
+use super::operands::{in_out, operands};
 use super::params::{
     FloatClampOp, FloatLayerNormOp, FloatReduceOp, FloatSoftmaxOp, FloatUnaryOp, OrtSoftmaxOp,
 };
@@ -499,12 +499,7 @@ pub(super) fn reduce(p: &FloatReduceOp, weights: &[u8], arena: &mut [u8]) -> Opt
     let kept = (0..rank)
         .filter(|d| p.reduced & (1 << d) == 0)
         .try_fold(1usize, |a, d| a.checked_mul(shape[d]))?;
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, total.checked_mul(4)?)],
-        (p.y, kept.checked_mul(4)?),
-    )?;
+    let (x, y) = in_out(weights, arena, (p.x, total), (p.y, kept), 4)?;
     for k in 0..kept {
         store_f32(y, k, 0.0);
     }

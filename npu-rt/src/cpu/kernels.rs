@@ -2,15 +2,29 @@
 //! module of their own (operand resolution is in `operands`).
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::operands::{operands, volume};
+use super::operands::{broadcast, for_each_broadcast, in_out, operands, volume};
 use super::{BinaryKind, BinaryParams, Buf, Elem, MAX_RANK, Op, PoolParams};
 use crate::fixed::{
     exp_on_negative_values, multiply_by_quantized_multiplier, multiply_round_once, reciprocal,
     round_ties_even, rounding_divide_by_pot, saturating_rounding_doubling_high_mul as srdhm,
 };
 
-fn bytes(len: u32, e: Elem) -> Option<usize> {
-    (len as usize).checked_mul(e.size())
+/// The operands of an element-wise conversion of `len` values from `from` to `to`.
+fn elementwise<'a>(
+    weights: &'a [u8],
+    arena: &'a mut [u8],
+    (x, from): (Buf, Elem),
+    (y, to): (Buf, Elem),
+    len: u32,
+) -> Option<(&'a [u8], &'a mut [u8])> {
+    let len = len as usize;
+    let ([x], y) = operands(
+        weights,
+        arena,
+        [(x, len.checked_mul(from.size())?)],
+        (y, len.checked_mul(to.size())?),
+    )?;
+    Some((x, y))
 }
 
 pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
@@ -29,12 +43,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             scale,
             zero_point,
         } => {
-            let ([x], y) = operands(
-                weights,
-                arena,
-                [(x, bytes(len, Elem::F32)?)],
-                (y, bytes(len, to)?),
-            )?;
+            let (x, y) = elementwise(weights, arena, (x, Elem::F32), (y, to), len)?;
             with_int!(to, O => {
                 quantize::<O>(x, y, len as usize, scale, zero_point);
                 Some(())
@@ -53,12 +62,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             lo,
             hi,
         } => {
-            let ([x], y) = operands(
-                weights,
-                arena,
-                [(x, bytes(len, from)?)],
-                (y, bytes(len, to)?),
-            )?;
+            let (x, y) = elementwise(weights, arena, (x, from), (y, to), len)?;
             let r = Requant {
                 in_zp,
                 out_zp,
@@ -80,12 +84,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             scale,
             zero_point,
         } => {
-            let ([x], y) = operands(
-                weights,
-                arena,
-                [(x, bytes(len, from)?)],
-                (y, bytes(len, Elem::F32)?),
-            )?;
+            let (x, y) = elementwise(weights, arena, (x, from), (y, Elem::F32), len)?;
             with_int!(from, I => {
                 for i in 0..len as usize {
                     let v = I::load(x, i).wrapping_sub(zero_point);
@@ -114,12 +113,7 @@ pub(super) fn execute(op: &Op, weights: &[u8], arena: &mut [u8]) -> Option<()> {
             diff_min,
         } => {
             let len = rows.checked_mul(depth)?;
-            let ([x], y) = operands(
-                weights,
-                arena,
-                [(x, bytes(len, from)?)],
-                (y, bytes(len, to)?),
-            )?;
+            let (x, y) = elementwise(weights, arena, (x, from), (y, to), len)?;
             let p = SoftmaxParams {
                 depth: depth as usize,
                 multiplier,
@@ -211,20 +205,9 @@ fn binary(
         return None;
     }
     let (ash, bsh) = (&a_shape[..rank], &b_shape[..rank]);
-    let mut out = [1usize; MAX_RANK];
-    for i in 0..rank {
-        out[i] = match (ash[i], bsh[i]) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => return None,
-        } as usize;
-    }
+    let (out, n) = broadcast(ash, bsh)?;
     let na = volume(ash)?;
     let nb = volume(bsh)?;
-    let n = out[..rank]
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))?;
     let size = elem.size();
     let ([xa, xb], y) = operands(
         weights,
@@ -232,18 +215,6 @@ fn binary(
         [(a, na.checked_mul(size)?), (b, nb.checked_mul(size)?)],
         (y, n.checked_mul(size)?),
     )?;
-    if n == 0 {
-        return Some(());
-    }
-    // Strides in elements, 0 along broadcast axes.
-    let (mut sa, mut sb) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
-    let (mut ta, mut tb) = (1usize, 1usize);
-    for d in (0..rank).rev() {
-        sa[d] = if ash[d] == 1 { 0 } else { ta };
-        sb[d] = if bsh[d] == 1 { 0 } else { tb };
-        ta *= ash[d] as usize;
-        tb *= bsh[d] as usize;
-    }
     let hi = p.hi.max(p.lo);
     let f = |x: i32, v: i32| -> i32 {
         let raw = match kind {
@@ -273,26 +244,10 @@ fn binary(
         raw.wrapping_add(p.zo).clamp(p.lo, hi)
     };
     with_int!(elem, T => {
-        let mut idx = [0usize; MAX_RANK];
-        let (mut ia, mut ib) = (0usize, 0usize);
-        for k in 0..n {
+        for_each_broadcast(rank, ash, bsh, &out, |k, ia, ib| {
             let v = f(<T as Int>::load(xa, ia), <T as Int>::load(xb, ib));
             <T as Int>::store(y, k, v.clamp(<T as Int>::MIN, <T as Int>::MAX));
-            // Odometer over the output axes, keeping both input offsets in step.
-            let mut d = rank;
-            while d > 0 {
-                d -= 1;
-                idx[d] += 1;
-                ia += sa[d];
-                ib += sb[d];
-                if idx[d] < out[d] {
-                    break;
-                }
-                ia -= sa[d] * out[d];
-                ib -= sb[d] * out[d];
-                idx[d] = 0;
-            }
-        }
+        });
         Some(())
     }, else None)
 }
@@ -469,12 +424,7 @@ fn pool(weights: &[u8], arena: &mut [u8], x: Buf, y: Buf, elem: Elem, p: PoolPar
     let nx = volume(&[p.n, p.h, p.w, p.c])?;
     let ny = volume(&[p.n, p.oh, p.ow, p.c])?;
     let size = elem.size();
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(x, nx.checked_mul(size)?)],
-        (y, ny.checked_mul(size)?),
-    )?;
+    let (x, y) = in_out(weights, arena, (x, nx), (y, ny), size)?;
     // The loops run over every output position: none when there is nothing to write.
     if ny == 0 {
         return Some(());

@@ -4,8 +4,8 @@
 //! (`reference::unary`, `reference::pairwise`), which decides every parameter.
 
 use super::elem::{Int, load_f32, store_f32, with_int};
-use super::operands::{operands, volume};
-use super::params::Word;
+use super::operands::{broadcast, for_each_broadcast, operands, volume};
+use super::params::{Word, code_word, record};
 use super::words::{Reader, Writer};
 use super::{BinaryParams, Buf, Elem, MAX_RANK};
 use crate::fixed::multiply_by_quantized_multiplier as mbqm;
@@ -28,59 +28,30 @@ pub enum UnaryMode {
     Rescaled = 2,
 }
 
-/// `y = f(x)` over `len` elements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct UnaryOp {
-    pub x: Buf,
-    pub y: Buf,
-    pub len: u32,
-    pub elem: Elem,
-    pub kind: UnaryKind,
-    pub mode: UnaryMode,
-    pub zi: i32,
-    pub zo: i32,
-    pub multiplier: i32,
-    pub shift: i32,
+code_word!(UnaryKind { Abs, Neg });
+code_word!(UnaryMode {
+    Raw,
+    Offset,
+    Rescaled
+});
+
+record! {
+    /// `y = f(x)` over `len` elements.
+    pub struct UnaryOp {
+        pub x: Buf,
+        pub y: Buf,
+        pub len: u32,
+        pub elem: Elem,
+        pub kind: UnaryKind,
+        pub mode: UnaryMode,
+        pub zi: i32,
+        pub zo: i32,
+        pub multiplier: i32,
+        pub shift: i32,
+    }
 }
 
 impl UnaryOp {
-    pub(super) fn put(&self, w: &mut Writer) {
-        self.x.put(w);
-        self.y.put(w);
-        w.put(self.len)
-            .elem(self.elem)
-            .put(self.kind as u32)
-            .put(self.mode as u32)
-            .int(self.zi)
-            .int(self.zo)
-            .int(self.multiplier)
-            .int(self.shift);
-    }
-
-    pub(super) fn get(r: &mut Reader) -> Option<Self> {
-        Some(UnaryOp {
-            x: Buf::get(r)?,
-            y: Buf::get(r)?,
-            len: r.get()?,
-            elem: r.elem()?,
-            kind: match r.get()? {
-                0 => UnaryKind::Abs,
-                1 => UnaryKind::Neg,
-                _ => return None,
-            },
-            mode: match r.get()? {
-                0 => UnaryMode::Raw,
-                1 => UnaryMode::Offset,
-                2 => UnaryMode::Rescaled,
-                _ => return None,
-            },
-            zi: r.int()?,
-            zo: r.int()?,
-            multiplier: r.int()?,
-            shift: r.int()?,
-        })
-    }
-
     /// The integer function of one stored value for a type of range `lo..=hi`.
     #[inline(always)]
     fn apply(&self, v: i32, lo: i32, hi: i32) -> i32 {
@@ -182,60 +153,38 @@ impl PairwiseKind {
     }
 }
 
-/// `y = f(a, b)` with numpy broadcasting; `a_shape` and `b_shape` are right-aligned to `rank`.
-///
-/// Parameters (`p`): Maximum/Minimum use none (raw values). SquaredDifference on int8: `(v - z)
-/// << left_shift` rescaled by `(m1, s1)` and `(m2, s2)`, subtracted, squared, rescaled by
-/// `(mo, so)`, `+ zo`, clamped to `lo..=hi`; on int32 the raw `(a - b)^2`. PRelu: `d = a - za`;
-/// `d >= 0` gives `MBQM(d, m1, s1)`, else `MBQM(d (b - zb), m2, s2)`; `+ zo`, clamped.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PairwiseOp {
-    pub a: Buf,
-    pub b: Buf,
-    pub y: Buf,
-    pub kind: PairwiseKind,
-    pub elem: Elem,
-    pub rank: u32,
-    pub a_shape: [u32; MAX_RANK],
-    pub b_shape: [u32; MAX_RANK],
-    pub p: BinaryParams,
+record! {
+    /// `y = f(a, b)` with numpy broadcasting; `a_shape` and `b_shape` are right-aligned to `rank`.
+    ///
+    /// Parameters (`p`): Maximum/Minimum use none (raw values). SquaredDifference on int8: `(v - z)
+    /// << left_shift` rescaled by `(m1, s1)` and `(m2, s2)`, subtracted, squared, rescaled by
+    /// `(mo, so)`, `+ zo`, clamped to `lo..=hi`; on int32 the raw `(a - b)^2`. PRelu: `d = a - za`;
+    /// `d >= 0` gives `MBQM(d, m1, s1)`, else `MBQM(d (b - zb), m2, s2)`; `+ zo`, clamped.
+    pub struct PairwiseOp {
+        pub a: Buf,
+        pub b: Buf,
+        pub y: Buf,
+        pub kind: PairwiseKind,
+        pub elem: Elem,
+        pub rank: u32,
+        pub a_shape: [u32; MAX_RANK],
+        pub b_shape: [u32; MAX_RANK],
+        pub p: BinaryParams,
+    }
 }
 
+code_word!(PairwiseKind {
+    Maximum,
+    Minimum,
+    SquaredDifference,
+    Prelu,
+    Add,
+    Sub,
+    Mul,
+    Div,
+});
+
 impl PairwiseOp {
-    pub(super) fn put(&self, w: &mut Writer) {
-        self.a.put(w);
-        self.b.put(w);
-        self.y.put(w);
-        w.put(self.kind as u32).elem(self.elem).put(self.rank);
-        self.a_shape.put(w);
-        self.b_shape.put(w);
-        self.p.put(w);
-    }
-
-    pub(super) fn get(r: &mut Reader) -> Option<Self> {
-        Some(PairwiseOp {
-            a: Buf::get(r)?,
-            b: Buf::get(r)?,
-            y: Buf::get(r)?,
-            kind: match r.get()? {
-                0 => PairwiseKind::Maximum,
-                1 => PairwiseKind::Minimum,
-                2 => PairwiseKind::SquaredDifference,
-                3 => PairwiseKind::Prelu,
-                4 => PairwiseKind::Add,
-                5 => PairwiseKind::Sub,
-                6 => PairwiseKind::Mul,
-                7 => PairwiseKind::Div,
-                _ => return None,
-            },
-            elem: r.elem()?,
-            rank: r.get()?,
-            a_shape: <[u32; MAX_RANK]>::get(r)?,
-            b_shape: <[u32; MAX_RANK]>::get(r)?,
-            p: BinaryParams::get(r)?,
-        })
-    }
-
     /// The integer function (quantized unless `elem` is i32).
     #[inline(always)]
     fn apply_int(&self, x: i32, v: i32, wide: bool) -> i32 {
@@ -287,18 +236,7 @@ impl PairwiseOp {
             return None;
         }
         let (ash, bsh) = (&self.a_shape[..rank], &self.b_shape[..rank]);
-        let mut out = [1usize; MAX_RANK];
-        for i in 0..rank {
-            out[i] = match (ash[i], bsh[i]) {
-                (x, y) if x == y => x,
-                (1, y) => y,
-                (x, 1) => x,
-                _ => return None,
-            } as usize;
-        }
-        let n = out[..rank]
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+        let (out, n) = broadcast(ash, bsh)?;
         let size = self.elem.size();
         let ([xa, xb], y) = operands(
             weights,
@@ -322,47 +260,6 @@ impl PairwiseOp {
             });
             Some(())
         })
-    }
-}
-
-/// Calls `f(out_index, a_index, b_index)` over the broadcast output in row-major order.
-fn for_each_broadcast(
-    rank: usize,
-    ash: &[u32],
-    bsh: &[u32],
-    out: &[usize; MAX_RANK],
-    mut f: impl FnMut(usize, usize, usize),
-) {
-    let n = out[..rank].iter().product::<usize>();
-    if n == 0 {
-        return;
-    }
-    // Strides in elements, 0 along broadcast axes.
-    let (mut sa, mut sb) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
-    let (mut ta, mut tb) = (1usize, 1usize);
-    for d in (0..rank).rev() {
-        sa[d] = if ash[d] == 1 { 0 } else { ta };
-        sb[d] = if bsh[d] == 1 { 0 } else { tb };
-        ta *= ash[d] as usize;
-        tb *= bsh[d] as usize;
-    }
-    let mut idx = [0usize; MAX_RANK];
-    let (mut ia, mut ib) = (0usize, 0usize);
-    for k in 0..n {
-        f(k, ia, ib);
-        let mut d = rank;
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            ia += sa[d];
-            ib += sb[d];
-            if idx[d] < out[d] {
-                break;
-            }
-            ia -= sa[d] * out[d];
-            ib -= sb[d] * out[d];
-            idx[d] = 0;
-        }
     }
 }
 

@@ -8,6 +8,7 @@
 
 use super::Elem;
 use super::MAX_RANK;
+use super::conv::{conv_operands, epilogue};
 use super::elem::{Int, load_f32, store_f32, with_int};
 use super::operands::{operands, volume};
 use super::params::{ConvOp, MatMulOp};
@@ -42,22 +43,9 @@ pub(super) fn transpose_conv(p: &ConvOp, weights: &[u8], arena: &mut [u8]) -> Op
     {
         return None;
     }
-    let nx = volume(&[p.n, p.h, p.w_in, p.c])?;
-    let ny = volume(&[p.n, p.oh, p.ow, p.oc])?;
     let nw = volume(&[p.oc, p.kh, p.kw, p.c])?;
-    let oc = p.oc as usize;
-    let ([x, w, bias, scale], y) = operands(
-        weights,
-        arena,
-        [
-            (p.x, nx.checked_mul(p.x_elem.size())?),
-            (p.w, nw.checked_mul(p.w_elem.size())?),
-            (p.bias, oc.checked_mul(4)?),
-            (p.scale, oc.checked_mul(8)?),
-        ],
-        (p.y, ny.checked_mul(p.y_elem.size())?),
-    )?;
-    if ny == 0 {
+    let ([x, w, bias, scale], y) = conv_operands(p, nw, weights, arena)?;
+    if y.is_empty() {
         return Some(());
     }
     // Output index plus padding must not overflow.
@@ -81,9 +69,8 @@ fn run_transpose<I: Int, O: Int, W: Int>(
         p.n, p.h, p.w_in, p.c, p.oh, p.ow, p.oc, p.kh, p.kw, p.sh, p.sw, p.top, p.left,
     ]
     .map(|v| v as usize);
-    let lo = p.lo.max(O::MIN);
-    let hi = p.hi.min(O::MAX).max(lo);
-    let word = |b: &[u8], i: usize| i32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    // `transpose_conv` refused float scales: the epilogue is the fixed-point one.
+    let finish = epilogue::<O>(p, bias, scale);
     for b in 0..n {
         for oy in 0..oh {
             for ox in 0..ow {
@@ -100,14 +87,7 @@ fn run_transpose<I: Int, O: Int, W: Int>(
                             }
                         }
                     }
-                    let acc = acc.wrapping_add(word(bias, 4 * o));
-                    let (m, sh) = (word(scale, 8 * o), word(scale, 8 * o + 4));
-                    let v = if p.round_once {
-                        multiply_round_once(acc, m, sh)
-                    } else {
-                        multiply_by_quantized_multiplier(acc, m, sh)
-                    };
-                    O::store(y, out + o, v.wrapping_add(p.y_zp).clamp(lo, hi));
+                    O::store(y, out + o, finish(o, acc));
                 }
             }
         }

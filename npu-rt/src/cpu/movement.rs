@@ -2,10 +2,11 @@
 
 use super::elem::{Int, load_f32, store_f32, with_int};
 use super::float::round_half_away_f32;
-use super::operands::{operands, volume};
+use super::operands::{in_out, next_index, operands, volume};
 use super::params::{
     BatchSpaceOp, ConcatMode, ConcatOp, MeanOp, OutRequant, PadOp, RemapOp, ResizeOp,
 };
+use super::reduce::Reduction;
 use super::{Elem, MAX_RANK};
 use crate::fixed::{multiply_by_quantized_multiplier, multiply_round_once};
 
@@ -46,12 +47,7 @@ pub(super) fn pad(p: &PadOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
     let e = p.elem.size();
     let nx = volume(shape)?;
     let ny = volume(out)?;
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, nx.checked_mul(e)?)],
-        (p.y, ny.checked_mul(e)?),
-    )?;
+    let (x, y) = in_out(weights, arena, (p.x, nx), (p.y, ny), e)?;
     let value = p.value.to_le_bytes();
     for slot in y.chunks_exact_mut(e) {
         slot.copy_from_slice(&value[..e]);
@@ -72,15 +68,7 @@ pub(super) fn pad(p: &PadOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
                 at += (idx[d] + p.before[d] as usize) * os[d];
             }
             y[at * e..(at + inner) * e].copy_from_slice(&x[r * inner * e..(r + 1) * inner * e]);
-            let mut d = rank - 1;
-            while d > 0 {
-                d -= 1;
-                idx[d] += 1;
-                if idx[d] < shape[d] as usize {
-                    break;
-                }
-                idx[d] = 0;
-            }
+            next_index(&mut idx[..rank - 1], &shape[..rank - 1]);
         }
     }
     with_int!(p.elem, T => requant_in_place::<T>(y, ny, p.requant), else ());
@@ -190,12 +178,7 @@ pub(super) fn concat(p: &ConcatOp, weights: &[u8], arena: &mut [u8]) -> Option<(
         0 => 0,
         k => (k - 1).checked_mul(stride)?.checked_add(chunk)?,
     };
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, nx.checked_mul(e)?)],
-        (p.y, ny.checked_mul(e)?),
-    )?;
+    let (x, y) = in_out(weights, arena, (p.x, nx), (p.y, ny), e)?;
     let hi = p.hi.max(p.lo);
     for k in 0..outer {
         let (src, dst) = (k * chunk, k * stride);
@@ -222,69 +205,15 @@ pub(super) fn mean(p: &MeanOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
     if !matches!(p.elem, Elem::I8 | Elem::U8 | Elem::I16 | Elem::I32) {
         return None;
     }
-    let shape = dims(&p.shape, p.rank)?;
-    let rank = shape.len();
-    if p.reduced >> rank != 0 {
-        return None;
-    }
-    let is_reduced = |d: usize| p.reduced & (1 << d) != 0;
-    let nx = volume(shape)?;
-    let mut kept = [1u32; MAX_RANK];
-    let mut red = [1u32; MAX_RANK];
-    for d in 0..rank {
-        if is_reduced(d) {
-            red[d] = shape[d];
-        } else {
-            kept[d] = shape[d];
-        }
-    }
-    let ny = volume(&kept[..rank])?;
+    let walk = Reduction::new(dims(&p.shape, p.rank)?, p.reduced)?;
+    let (nx, ny, count) = (walk.nx, walk.ny, walk.count);
     let e = p.elem.size();
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, nx.checked_mul(e)?)],
-        (p.y, ny.checked_mul(e)?),
-    )?;
-    let count = volume(&red[..rank])?;
-    // Input strides in elements.
-    let mut st = [0usize; MAX_RANK];
-    let mut s = 1usize;
-    for d in (0..rank).rev() {
-        st[d] = s;
-        s *= shape[d] as usize;
-    }
-    // Odometer over the axes of `ext` (1 on the others), moving `off` by the input strides;
-    // false when it wraps around.
-    let step = |idx: &mut [usize; MAX_RANK], off: &mut usize, ext: &[u32; MAX_RANK]| {
-        let mut d = rank;
-        while d > 0 {
-            d -= 1;
-            if ext[d] <= 1 {
-                continue;
-            }
-            idx[d] += 1;
-            *off += st[d];
-            if idx[d] < ext[d] as usize {
-                return true;
-            }
-            *off -= st[d] * ext[d] as usize;
-            idx[d] = 0;
-        }
-        false
-    };
+    let (x, y) = in_out(weights, arena, (p.x, nx), (p.y, ny), e)?;
     with_int!(p.elem, T => {
-        let (mut oi, mut base) = ([0usize; MAX_RANK], 0usize);
-        for q in 0..ny {
+        for (q, base) in walk.outputs().enumerate() {
             let mut sum = 0i32;
-            if count > 0 {
-                let (mut ri, mut off) = ([0usize; MAX_RANK], base);
-                loop {
-                    sum = sum.wrapping_add(T::load(x, off));
-                    if !step(&mut ri, &mut off, &red) {
-                        break;
-                    }
-                }
+            for off in walk.inputs(base) {
+                sum = sum.wrapping_add(T::load(x, off));
             }
             let v = if count == 0 {
                 0
@@ -298,7 +227,6 @@ pub(super) fn mean(p: &MeanOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
                 scaled.wrapping_add(p.zo)
             };
             T::store(y, q, v.clamp(<T as Int>::MIN, <T as Int>::MAX));
-            step(&mut oi, &mut base, &kept);
         }
         Some(())
     }, else None)
@@ -346,13 +274,7 @@ pub(super) fn remap(p: &RemapOp, weights: &[u8], arena: &mut [u8]) -> Option<()>
                 at = at.checked_add(entry(start[d] + idx[d])?)?;
             }
             slot.copy_from_slice(x.get(at * e..at.checked_add(1)? * e)?);
-            for d in (0..rank).rev() {
-                idx[d] += 1;
-                if idx[d] < outs[d] as usize {
-                    break;
-                }
-                idx[d] = 0;
-            }
+            next_index(&mut idx[..rank], outs);
         }
     }
     with_int!(p.elem, T => requant_in_place::<T>(y, ny, p.requant), else ());
@@ -367,12 +289,7 @@ pub(super) fn batch_space(p: &BatchSpaceOp, weights: &[u8], arena: &mut [u8]) ->
     let e = p.elem.size();
     let nx = volume(&[p.n, p.h, p.w, p.c])?;
     let ny = volume(&[p.on, p.oh, p.ow, p.c])?;
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, nx.checked_mul(e)?)],
-        (p.y, ny.checked_mul(e)?),
-    )?;
+    let (x, y) = in_out(weights, arena, (p.x, nx), (p.y, ny), e)?;
     let [n, h, w, c] = [p.n, p.h, p.w, p.c].map(|v| v as usize);
     let [on, oh, ow] = [p.on, p.oh, p.ow].map(|v| v as usize);
     let [bh, bw, top, left] = [p.bh, p.bw, p.top, p.left].map(|v| v as usize);

@@ -11,22 +11,25 @@ pub(super) trait Word: Sized {
     fn get(r: &mut Reader) -> Option<Self>;
 }
 
-impl Word for u32 {
-    fn put(&self, w: &mut Writer) {
-        w.put(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.get()
-    }
+/// The types the [`Writer`] and [`Reader`] encode themselves, by their methods of that type.
+macro_rules! word_by {
+    ($($t:ty => $put:ident, $get:ident;)+) => {
+        $(impl Word for $t {
+            fn put(&self, w: &mut Writer) {
+                w.$put(*self);
+            }
+            fn get(r: &mut Reader) -> Option<Self> {
+                r.$get()
+            }
+        })+
+    };
 }
 
-impl Word for i32 {
-    fn put(&self, w: &mut Writer) {
-        w.int(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.int()
-    }
+word_by! {
+    u32 => put, get;
+    i32 => int, int;
+    Elem => elem, elem;
+    Buf => buf, buf;
 }
 
 impl Word for bool {
@@ -51,34 +54,30 @@ impl Word for f32 {
     }
 }
 
-impl Word for Elem {
+impl Word for f64 {
+    // Low word first.
     fn put(&self, w: &mut Writer) {
-        w.elem(*self);
+        let bits = self.to_bits();
+        w.put(bits as u32).put((bits >> 32) as u32);
     }
     fn get(r: &mut Reader) -> Option<Self> {
-        r.elem()
+        let lo = u64::from(r.get()?);
+        let hi = u64::from(r.get()?);
+        Some(f64::from_bits(lo | (hi << 32)))
     }
 }
 
-impl Word for Buf {
-    fn put(&self, w: &mut Writer) {
-        w.buf(*self);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        r.buf()
-    }
-}
-
-impl Word for [u32; MAX_RANK] {
+/// Per-axis values (shapes, offsets, steps): one word each.
+impl<T: Word + Copy + Default> Word for [T; MAX_RANK] {
     fn put(&self, w: &mut Writer) {
         for v in self {
-            w.put(*v);
+            v.put(w);
         }
     }
     fn get(r: &mut Reader) -> Option<Self> {
-        let mut a = [0; MAX_RANK];
+        let mut a = [T::default(); MAX_RANK];
         for v in a.iter_mut() {
-            *v = r.get()?;
+            *v = T::get(r)?;
         }
         Some(a)
     }
@@ -94,11 +93,11 @@ macro_rules! record {
         }
 
         impl $name {
-            pub(super) fn put(&self, w: &mut Writer) {
+            pub(in crate::cpu) fn put(&self, w: &mut Writer) {
                 $(Word::put(&self.$f, w);)*
             }
 
-            pub(super) fn get(r: &mut Reader) -> Option<Self> {
+            pub(in crate::cpu) fn get(r: &mut Reader) -> Option<Self> {
                 Some($name { $($f: Word::get(r)?,)* })
             }
         }
@@ -113,6 +112,24 @@ macro_rules! record {
         }
     };
 }
+pub(super) use record;
+
+/// Makes a field-less enum a [`Word`]: its discriminant; any other word does not decode. Every
+/// variant must be listed.
+macro_rules! code_word {
+    ($t:ident { $($v:ident),+ $(,)? }) => {
+        impl Word for $t {
+            fn put(&self, w: &mut Writer) {
+                w.put(*self as u32);
+            }
+            fn get(r: &mut Reader) -> Option<Self> {
+                let code = r.get()?;
+                [$($t::$v),+].into_iter().find(|v| *v as u32 == code)
+            }
+        }
+    };
+}
+pub(super) use code_word;
 
 record! {
     /// Requantization of a moved value (ONNX models whose output quantization differs from the
@@ -256,19 +273,7 @@ pub enum ConcatMode {
     Scale = 2,
 }
 
-impl Word for ConcatMode {
-    fn put(&self, w: &mut Writer) {
-        w.put(*self as u32);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        match r.get()? {
-            0 => Some(ConcatMode::Copy),
-            1 => Some(ConcatMode::Clamp),
-            2 => Some(ConcatMode::Scale),
-            _ => None,
-        }
-    }
-}
+code_word!(ConcatMode { Copy, Clamp, Scale });
 
 record! {
     /// One input of a Concat: `outer` chunks of `chunk` elements from `x`, the k-th written at
@@ -353,22 +358,6 @@ record! {
         pub len: u32,
         pub lo: f32,
         pub hi: f32,
-    }
-}
-
-// movea
-impl Word for [i32; MAX_RANK] {
-    fn put(&self, w: &mut Writer) {
-        for v in self {
-            w.int(*v);
-        }
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        let mut a = [0; MAX_RANK];
-        for v in a.iter_mut() {
-            *v = r.int()?;
-        }
-        Some(a)
     }
 }
 
@@ -480,20 +469,12 @@ pub enum ReduceMode {
     Min = 3,
 }
 
-impl Word for ReduceMode {
-    fn put(&self, w: &mut Writer) {
-        w.put(*self as u32);
-    }
-    fn get(r: &mut Reader) -> Option<Self> {
-        match r.get()? {
-            0 => Some(ReduceMode::SumRaw),
-            1 => Some(ReduceMode::SumScaled),
-            2 => Some(ReduceMode::Max),
-            3 => Some(ReduceMode::Min),
-            _ => None,
-        }
-    }
-}
+code_word!(ReduceMode {
+    SumRaw,
+    SumScaled,
+    Max,
+    Min
+});
 
 record! {
     /// SUM, REDUCE_MAX or REDUCE_MIN of integers over the axes set in `reduced` (bit `d` for

@@ -3,7 +3,7 @@
 
 use super::elem::{Int, with_int};
 use super::float::round_half_away_f32;
-use super::operands::{operands, volume};
+use super::operands::{in_out, operands, volume};
 use super::params::{ArgOp, ReduceMode, ReduceOp};
 use super::{Elem, MAX_RANK};
 use crate::fixed::multiply_by_quantized_multiplier;
@@ -23,83 +23,129 @@ fn scaled_sum(sum: i32, scale: f32, bias: f32) -> i32 {
     round_half_away_f32(sum as f32 * scale + bias) as i32
 }
 
-pub(super) fn reduce(p: &ReduceOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
-    if !matches!(p.elem, Elem::I8 | Elem::U8 | Elem::I16) {
-        return None;
-    }
-    let rank = p.rank as usize;
-    if !(1..=MAX_RANK).contains(&rank) || p.reduced >> rank != 0 {
-        return None;
-    }
-    let shape = &p.shape[..rank];
-    let is_reduced = |d: usize| p.reduced & (1 << d) != 0;
-    let nx = volume(shape)?;
-    let mut kept = [1u32; MAX_RANK];
-    let mut red = [1u32; MAX_RANK];
-    for d in 0..rank {
-        if is_reduced(d) {
-            red[d] = shape[d];
-        } else {
-            kept[d] = shape[d];
+/// The walk of a reduction over the axes set in `reduced` (bit `d` for axis `d`) of a tensor
+/// of `shape`: the outputs (the kept axes in order) and, for each, its inputs in input order.
+pub(super) struct Reduction {
+    rank: usize,
+    /// Input strides in elements.
+    strides: [usize; MAX_RANK],
+    /// The kept axes' extents, 1 on the reduced ones.
+    kept: [u32; MAX_RANK],
+    /// The reduced axes' extents, 1 on the kept ones.
+    red: [u32; MAX_RANK],
+    /// Input elements.
+    pub nx: usize,
+    /// Output elements.
+    pub ny: usize,
+    /// Inputs per output.
+    pub count: usize,
+}
+
+impl Reduction {
+    /// `None` when `reduced` names an axis beyond `shape` or an element count overflows.
+    pub fn new(shape: &[u32], reduced: u32) -> Option<Self> {
+        let rank = shape.len();
+        if rank > MAX_RANK || reduced >> rank != 0 {
+            return None;
         }
+        let nx = volume(shape)?;
+        let mut kept = [1u32; MAX_RANK];
+        let mut red = [1u32; MAX_RANK];
+        for d in 0..rank {
+            if reduced & (1 << d) != 0 {
+                red[d] = shape[d];
+            } else {
+                kept[d] = shape[d];
+            }
+        }
+        let ny = volume(&kept[..rank])?;
+        let count = volume(&red[..rank])?;
+        let mut strides = [0usize; MAX_RANK];
+        let mut s = 1usize;
+        for d in (0..rank).rev() {
+            strides[d] = s;
+            s *= shape[d] as usize;
+        }
+        Some(Reduction {
+            rank,
+            strides,
+            kept,
+            red,
+            nx,
+            ny,
+            count,
+        })
     }
-    let ny = volume(&kept[..rank])?;
-    let count = volume(&red[..rank])?;
-    let e = p.elem.size();
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, nx.checked_mul(e)?)],
-        (p.y, ny.checked_mul(e)?),
-    )?;
-    // Input strides in elements.
-    let mut st = [0usize; MAX_RANK];
-    let mut s = 1usize;
-    for d in (0..rank).rev() {
-        st[d] = s;
-        s *= shape[d] as usize;
-    }
-    // Odometer over the axes of `ext` (1 on the others), moving `off` by the input strides;
-    // false when it wraps around.
-    let step = |idx: &mut [usize; MAX_RANK], off: &mut usize, ext: &[u32; MAX_RANK]| {
-        let mut d = rank;
+
+    /// Odometer over the axes of `ext` (1 on the others), moving `off` by the input strides;
+    /// false when it wraps around.
+    fn step(&self, idx: &mut [usize; MAX_RANK], off: &mut usize, ext: &[u32; MAX_RANK]) -> bool {
+        let mut d = self.rank;
         while d > 0 {
             d -= 1;
             if ext[d] <= 1 {
                 continue;
             }
             idx[d] += 1;
-            *off += st[d];
+            *off += self.strides[d];
             if idx[d] < ext[d] as usize {
                 return true;
             }
-            *off -= st[d] * ext[d] as usize;
+            *off -= self.strides[d] * ext[d] as usize;
             idx[d] = 0;
         }
         false
-    };
+    }
+
+    /// The input offset of each output's first input, in output order (`ny` of them).
+    pub fn outputs(&self) -> impl Iterator<Item = usize> + '_ {
+        let (mut idx, mut base) = ([0usize; MAX_RANK], 0usize);
+        (0..self.ny).map(move |_| {
+            let at = base;
+            self.step(&mut idx, &mut base, &self.kept);
+            at
+        })
+    }
+
+    /// The input offsets of the output whose first input is at `base`, in input order (none
+    /// when `count` is 0).
+    pub fn inputs(&self, base: usize) -> impl Iterator<Item = usize> + '_ {
+        let (mut idx, mut off, mut more) = ([0usize; MAX_RANK], base, self.count > 0);
+        core::iter::from_fn(move || {
+            let at = more.then_some(off)?;
+            more = self.step(&mut idx, &mut off, &self.red);
+            Some(at)
+        })
+    }
+}
+
+pub(super) fn reduce(p: &ReduceOp, weights: &[u8], arena: &mut [u8]) -> Option<()> {
+    if !matches!(p.elem, Elem::I8 | Elem::U8 | Elem::I16) {
+        return None;
+    }
+    let rank = p.rank as usize;
+    if !(1..=MAX_RANK).contains(&rank) {
+        return None;
+    }
+    let walk = Reduction::new(&p.shape[..rank], p.reduced)?;
+    let (nx, ny, count) = (walk.nx, walk.ny, walk.count);
+    let e = p.elem.size();
+    let (x, y) = in_out(weights, arena, (p.x, nx), (p.y, ny), e)?;
     with_int!(p.elem, T => {
-        let (mut oi, mut base) = ([0usize; MAX_RANK], 0usize);
-        for q in 0..ny {
+        for (q, base) in walk.outputs().enumerate() {
             let mut acc = match p.mode {
                 ReduceMode::SumRaw | ReduceMode::SumScaled => 0,
                 ReduceMode::Max => <T as Int>::MIN,
                 ReduceMode::Min => <T as Int>::MAX,
             };
-            if count > 0 {
-                let (mut ri, mut off) = ([0usize; MAX_RANK], base);
-                loop {
-                    let v = T::load(x, off);
-                    acc = match p.mode {
-                        ReduceMode::SumRaw => wrap::<T>(acc.wrapping_add(v)),
-                        ReduceMode::SumScaled => acc.wrapping_add(v),
-                        ReduceMode::Max => acc.max(v),
-                        ReduceMode::Min => acc.min(v),
-                    };
-                    if !step(&mut ri, &mut off, &red) {
-                        break;
-                    }
-                }
+            for off in walk.inputs(base) {
+                let v = T::load(x, off);
+                acc = match p.mode {
+                    ReduceMode::SumRaw => wrap::<T>(acc.wrapping_add(v)),
+                    ReduceMode::SumScaled => acc.wrapping_add(v),
+                    ReduceMode::Max => acc.max(v),
+                    ReduceMode::Min => acc.min(v),
+                };
             }
             let mut v = match p.mode {
                 ReduceMode::SumScaled if count > 0 => {
@@ -117,7 +163,6 @@ pub(super) fn reduce(p: &ReduceOp, weights: &[u8], arena: &mut [u8]) -> Option<(
                 .wrapping_add(p.requant.zo);
             }
             T::store(y, q, v.clamp(<T as Int>::MIN, <T as Int>::MAX));
-            step(&mut oi, &mut base, &kept);
         }
         Some(())
     }, else None)

@@ -1,7 +1,7 @@
 //! The strided-slice kernel (SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK).
 
 use super::MAX_RANK;
-use super::operands::{operands, volume};
+use super::operands::{in_out, volume};
 use super::params::SliceOp;
 
 /// Runs `p`; `None` when the rank is out of `1..=MAX_RANK`, a step is 0, the box reads outside
@@ -40,12 +40,7 @@ pub(super) fn slice(p: &SliceOp, weights: &[u8], arena: &mut [u8]) -> Option<()>
         }
         start += first * strides[d];
     }
-    let ([x], y) = operands(
-        weights,
-        arena,
-        [(p.x, nx.checked_mul(e)?)],
-        (p.y, ny.checked_mul(e)?),
-    )?;
+    let (x, y) = in_out(weights, arena, (p.x, nx), (p.y, ny), e)?;
     if ny == 0 {
         return Some(());
     }

@@ -12,6 +12,7 @@
 //! `graphir_optimiser.cpp` `Scale`); checked against the fixtures' reference outputs.
 
 use crate::ethos_u::regs::RoundMode;
+use core::ops::{Add, Shl, Sub};
 
 /// `v * multiplier / 2^shift`, rounded by `mode`; `dbl_bits` moves the first rounding of DBL to
 /// bit `31 - dbl_bits` (0 for output scaling; the elementwise input stage uses 20 for 8-bit and
@@ -23,53 +24,44 @@ pub fn scale(v: i64, multiplier: u32, shift: u32, mode: RoundMode, dbl_bits: u32
     // term stays below 2^61 + 2^30, so nothing overflows.
     if (-(1i64 << 30)..(1i64 << 30)).contains(&v) && (1..=62).contains(&shift) {
         let p = v * multiplier as i64;
-        let half = 1i64 << (shift - 1);
-        let round = match mode {
-            RoundMode::Dbl => {
-                let first = 31u32.saturating_sub(dbl_bits);
-                if shift > first && first > 0 {
-                    let d = 1i64 << (first - 1);
-                    if p >= 0 { half + d } else { half - d }
-                } else {
-                    half
-                }
-            }
-            RoundMode::Natural => half,
-            RoundMode::Truncate => {
-                if p >= 0 {
-                    0
-                } else {
-                    ((1u64 << shift) - 1) as i64
-                }
-            }
-        };
-        return (p + round) >> shift;
+        return (p + rounding::<i64>(p >= 0, shift, mode, dbl_bits)) >> shift;
     }
     let p = v as i128 * multiplier as i128;
     if shift == 0 {
         return clamp_i64(p);
     }
-    let half = 1i128 << (shift - 1);
-    let round = match mode {
+    let round = rounding::<i128>(p >= 0, shift, mode, dbl_bits);
+    clamp_i64((p + round) >> shift)
+}
+
+/// The term [`scale`] adds to a product (non-negative or not) before shifting it right by
+/// `shift` (`1..=63`), in the fast path's i64 or the general path's i128.
+#[inline(always)]
+fn rounding<T>(nonneg: bool, shift: u32, mode: RoundMode, dbl_bits: u32) -> T
+where
+    T: Copy + From<u8> + Shl<u32, Output = T> + Add<Output = T> + Sub<Output = T>,
+{
+    let one = T::from(1);
+    let half = one << (shift - 1);
+    match mode {
         RoundMode::Dbl => {
             let first = 31u32.saturating_sub(dbl_bits);
             if shift > first && first > 0 {
-                let d = 1i128 << (first - 1);
-                if p >= 0 { half + d } else { half - d }
+                let d = one << (first - 1);
+                if nonneg { half + d } else { half - d }
             } else {
                 half
             }
         }
         RoundMode::Natural => half,
         RoundMode::Truncate => {
-            if p >= 0 {
-                0
+            if nonneg {
+                T::from(0)
             } else {
-                (1i128 << shift) - 1
+                (one << shift) - one
             }
         }
-    };
-    clamp_i64((p + round) >> shift)
+    }
 }
 
 /// Saturates an i128 into i64.

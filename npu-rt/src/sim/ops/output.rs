@@ -138,41 +138,33 @@ impl OutputStage {
                 let signed_in = lo < 0;
                 let offset = if signed_in { 128 } else { 0 };
                 let mut t = [0i32; 256];
+                // The table's `len` bytes in the shared buffer.
+                let table_bytes = |len: usize| {
+                    shram
+                        .get(start..start + len)
+                        .ok_or(SimErrorKind::ShramOutOfBounds {
+                            addr: start as u64,
+                            len: len as u64,
+                            size: shram.len() as u64,
+                        })
+                };
                 match ofm.elem {
                     1 => {
-                        let bytes = shram.get(start..start + 256).ok_or(
-                            SimErrorKind::ShramOutOfBounds {
-                                addr: start as u64,
-                                len: 256,
-                                size: shram.len() as u64,
-                            },
-                        )?;
+                        let bytes = table_bytes(256)?;
                         for (d, &b) in t.iter_mut().zip(bytes) {
                             *d = if ofm.signed { b as i8 as i32 } else { b as i32 };
                         }
                         Some(Lut::Bytes { table: t, offset })
                     }
                     4 => {
-                        let bytes = shram.get(start..start + 1024).ok_or(
-                            SimErrorKind::ShramOutOfBounds {
-                                addr: start as u64,
-                                len: 1024,
-                                size: shram.len() as u64,
-                            },
-                        )?;
+                        let bytes = table_bytes(1024)?;
                         for (d, w) in t.iter_mut().zip(bytes.chunks_exact(4)) {
                             *d = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
                         }
                         Some(Lut::Words { table: t, offset })
                     }
                     2 => {
-                        let bytes = shram.get(start..start + 2048).ok_or(
-                            SimErrorKind::ShramOutOfBounds {
-                                addr: start as u64,
-                                len: 2048,
-                                size: shram.len() as u64,
-                            },
-                        )?;
+                        let bytes = table_bytes(2048)?;
                         let table = bytes
                             .chunks_exact(4)
                             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
