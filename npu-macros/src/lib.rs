@@ -284,9 +284,8 @@ impl Spans {
                     NameKind::SystemConfig => self.system_config,
                     NameKind::MemoryMode | NameKind::MemoryModeForSystem => self.memory_mode,
                     NameKind::ModuleName => self.name,
-                    NameKind::SramLimitMetadata => self.sram_limit,
-                    // `optimise` is checked where it is parsed; other kinds have no argument.
-                    _ => None,
+                    // From Cargo.toml, not an argument; `optimise` is checked where it is parsed.
+                    NameKind::SramLimitMetadata | NameKind::Optimise => None,
                 };
                 (span.unwrap_or(at_path), e.to_string())
             }
