@@ -548,6 +548,31 @@ fn state_items(api: &ModelApi) -> (TokenStream, TokenStream) {
     )
 }
 
+/// `pub struct NAME(pub [u8; SIZE])`, 16-byte aligned, with a zeroing `const fn new` and
+/// `Default`: the arena and the fast scratch the caller provides.
+fn aligned_bytes(name: &str, size: &str, doc: &str, new_doc: &str) -> TokenStream {
+    let name = Ident::new(name, Span::call_site());
+    let size = Ident::new(size, Span::call_site());
+    quote! {
+        #[doc = #doc]
+        #[repr(C, align(16))]
+        pub struct #name(pub [u8; #size]);
+
+        impl #name {
+            #[doc = #new_doc]
+            pub const fn new() -> Self {
+                #name([0; #size])
+            }
+        }
+
+        impl Default for #name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    }
+}
+
 /// `run`, `run_into` (and `FastScratch` for a model that uses one), around `body`: the
 /// statements between taking the arena and returning.
 fn run_fns(uses_fast_scratch: bool, body: TokenStream) -> TokenStream {
@@ -555,26 +580,14 @@ fn run_fns(uses_fast_scratch: bool, body: TokenStream) -> TokenStream {
     // parameter of its own, so the caller places it in the NPU's SRAM.
     let (fast_struct, fast_param, fast_arg, fast_slice, with_fast) = if uses_fast_scratch {
         (
-            quote! {
-                /// The fast scratch (region 2): intermediate feature maps the compiler placed in
-                /// the NPU's SRAM (the arena is in DRAM in this memory mode). Place it in a
-                /// `static` in that SRAM.
-                #[repr(C, align(16))]
-                pub struct FastScratch(pub [u8; FAST_SCRATCH_SIZE]);
-
-                impl FastScratch {
-                    /// A zeroed fast scratch (usable in `static` initializers).
-                    pub const fn new() -> Self {
-                        FastScratch([0; FAST_SCRATCH_SIZE])
-                    }
-                }
-
-                impl Default for FastScratch {
-                    fn default() -> Self {
-                        Self::new()
-                    }
-                }
-            },
+            aligned_bytes(
+                "FastScratch",
+                "FAST_SCRATCH_SIZE",
+                "The fast scratch (region 2): intermediate feature maps the compiler placed in the \
+                 NPU's SRAM (the arena is in DRAM in this memory mode). Place it in a `static` in \
+                 that SRAM.",
+                "A zeroed fast scratch (usable in `static` initializers).",
+            ),
             quote!(fast: &mut FastScratch,),
             quote!(fast,),
             quote!(let fast = &mut fast.0[..];),
@@ -704,6 +717,13 @@ pub fn generate(
     let system_config = &api.system_config;
     let memory_mode = &api.memory_mode;
     let module_doc = module_doc(api);
+    let arena = aligned_bytes(
+        "Arena",
+        "ARENA_SIZE",
+        "The arena: scratch memory of exactly the size the model needs, 16-byte aligned. Place \
+         it in a `static` (it is usually too large for a stack).",
+        "A zeroed arena (usable in `static` initializers).",
+    );
     let track = track_model_files(files);
     let section = weights_section.map(|s| quote!(#[unsafe(link_section = #s)]));
 
@@ -755,23 +775,7 @@ pub fn generate(
                 pub static WEIGHTS: npu_rt::Aligned16<[u8; #weights_len]> =
                     npu_rt::Aligned16(*include_bytes!(#weights_path));
 
-                /// The arena: scratch memory of exactly the size the model needs, 16-byte aligned.
-                /// Place it in a `static` (it is usually too large for a stack).
-                #[repr(C, align(16))]
-                pub struct Arena(pub [u8; ARENA_SIZE]);
-
-                impl Arena {
-                    /// A zeroed arena (usable in `static` initializers).
-                    pub const fn new() -> Self {
-                        Arena([0; ARENA_SIZE])
-                    }
-                }
-
-                impl Default for Arena {
-                    fn default() -> Self {
-                        Self::new()
-                    }
-                }
+                #arena
 
                 #io_structs
 

@@ -223,17 +223,21 @@ fn truncation_error_names_the_offset() {
     assert!(e.contains("out of bounds") || e.contains("offset"), "{e}");
 }
 
-#[test]
-fn corrupted_files_never_panic() {
-    // Flip bytes all over small models (deterministic positions and values): every result must be
-    // an import or an error, and errors must say what is wrong.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
+/// A deterministic xorshift64 generator for byte positions and values.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
-    };
+    }
+}
+
+#[test]
+fn corrupted_files_never_panic() {
+    // Flip bytes all over small models (deterministic positions and values): every result must be
+    // an import or an error, and errors must say what is wrong.
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
     let (mut ok, mut err) = (0, 0);
     for model in [
         "op_conv1x1",
@@ -634,13 +638,7 @@ fn every_fixture_truncated_or_corrupted_never_panics() {
     let mut files = Vec::new();
     tflite_files(&npu_tests::fixtures_dir(), &mut files);
     assert!(files.len() > 50, "only {} fixtures found", files.len());
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
     let mut runs = 0;
     for path in &files {
         let clean = std::fs::read(path).expect("fixture");

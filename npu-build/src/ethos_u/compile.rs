@@ -373,13 +373,11 @@ fn command_streams_and_cpu_steps(
     Ok(steps)
 }
 
+/// The graph's inputs, outputs and variable tensors, in that order.
+type IoLists = (Vec<IoTensor>, Vec<IoTensor>, Vec<IoTensor>);
+
 /// The graph's inputs, outputs and variable tensors with their places.
-#[allow(clippy::type_complexity)]
-fn io_tensors(
-    graph: &Graph,
-    program: &Program,
-    placement: &Placement,
-) -> Result<(Vec<IoTensor>, Vec<IoTensor>, Vec<IoTensor>)> {
+fn io_tensors(graph: &Graph, program: &Program, placement: &Placement) -> Result<IoLists> {
     let io = |k: Io, t: TensorId| -> IoTensor {
         let tensor = &graph.tensors[t];
         let buffer = program

@@ -38,18 +38,23 @@ pub fn graph(
     g
 }
 
-/// Deterministic 8-bit input data (xorshift64).
-pub fn input(g: &Graph, seed: u64) -> Value {
-    let t = &g.tensors[g.inputs[0]];
+/// `n` deterministic bytes (xorshift64) for `seed`.
+pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let bytes: Vec<u8> = (0..t.elements())
+    (0..n)
         .map(|_| {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
             (s >> 24) as u8
         })
-        .collect();
+        .collect()
+}
+
+/// Deterministic 8-bit input data for the graph's first input ([`random_bytes`]).
+pub fn input(g: &Graph, seed: u64) -> Value {
+    let t = &g.tensors[g.inputs[0]];
+    let bytes = random_bytes(t.elements(), seed);
     let data = match t.dtype {
         DType::U8 => Data::U8(bytes),
         _ => Data::I8(bytes.into_iter().map(|b| b as i8).collect()),

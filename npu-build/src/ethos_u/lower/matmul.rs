@@ -210,17 +210,13 @@ mod tests {
     }
 
     fn random(shape: &[usize], seed: u64) -> Value {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let n: usize = shape.iter().product();
-        let v: Vec<i8> = (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 24) as i8
-            })
-            .collect();
-        Value::new(shape.to_vec(), Data::I8(v)).unwrap()
+        let v = super::super::e2e::random_bytes(n, seed);
+        Value::new(
+            shape.to_vec(),
+            Data::I8(v.into_iter().map(|b| b as i8).collect()),
+        )
+        .unwrap()
     }
 
     fn check(g: &Graph) {

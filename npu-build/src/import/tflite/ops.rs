@@ -123,6 +123,28 @@ fn window(
     Ok((out, total / 2, total - total / 2))
 }
 
+/// [`window`] on both spatial axes (`[height, width]` each): the output size and the padding.
+fn window_2d(
+    op: &RawOp,
+    padding: i8,
+    input: [usize; 2],
+    filter: [usize; 2],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+) -> Result<([usize; 2], Padding)> {
+    let (oh, top, bottom) = window(op, padding, input[0], filter[0], stride[0], dilation[0])?;
+    let (ow, left, right) = window(op, padding, input[1], filter[1], stride[1], dilation[1])?;
+    Ok((
+        [oh, ow],
+        Padding {
+            top,
+            left,
+            bottom,
+            right,
+        },
+    ))
+}
+
 fn positive(op: &RawOp, v: i32, what: &str) -> Result<usize> {
     usize::try_from(v)
         .ok()
@@ -182,8 +204,14 @@ fn conv(
             "input {xs:?}, filter {ws:?} and output {os:?} must all be 4-D"
         )));
     }
-    let (oh, pt, pb) = window(op, padding, xs[1], ws[1], sh, dh)?;
-    let (ow, pl, pr) = window(op, padding, xs[2], ws[2], sw, dw)?;
+    let ([oh, ow], padding) = window_2d(
+        op,
+        padding,
+        [xs[1], xs[2]],
+        [ws[1], ws[2]],
+        [sh, sw],
+        [dh, dw],
+    )?;
     let out_ch = if depthwise { ws[3] } else { ws[0] };
     let expect = [xs[0], oh, ow, out_ch];
     if os != expect {
@@ -194,12 +222,7 @@ fn conv(
     let attrs = ConvAttrs {
         stride: (sh, sw),
         dilation: (dh, dw),
-        padding: Padding {
-            top: pt,
-            left: pl,
-            bottom: pb,
-            right: pr,
-        },
+        padding,
         activation,
     };
     let kind = if depthwise {
@@ -313,8 +336,7 @@ fn pool(
     if xs.len() != 4 || os.len() != 4 {
         return Err(op.invalid(format!("input {xs:?} and output {os:?} must be 4-D")));
     }
-    let (oh, pt, pb) = window(op, padding, xs[1], fh, sh, 1)?;
-    let (ow, pl, pr) = window(op, padding, xs[2], fw, sw, 1)?;
+    let ([oh, ow], padding) = window_2d(op, padding, [xs[1], xs[2]], [fh, fw], [sh, sw], [1, 1])?;
     let expect = [xs[0], oh, ow, xs[3]];
     if os != expect {
         return Err(op.invalid(format!(
@@ -324,12 +346,7 @@ fn pool(
     let attrs = PoolAttrs {
         kernel: (fh, fw),
         stride: (sh, sw),
-        padding: Padding {
-            top: pt,
-            left: pl,
-            bottom: pb,
-            right: pr,
-        },
+        padding,
         activation,
     };
     let kind = if op.code == B::AveragePool2d {
