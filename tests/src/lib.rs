@@ -19,6 +19,14 @@ pub fn vela_compiled(dir: &std::path::Path) -> bool {
     dir.join("cmd_stream.bin").is_file()
 }
 
+/// Whether `dir` (a `fixtures/<model>/vela/<accel>/` directory) is a compilation for one of the
+/// U55/U65 configurations the virtual NPU runs. The `ethos-u85-*` directories beside them are
+/// Vela's U85 streams (issue 17: a different command set), not yet executable.
+pub fn u55_u65_dir(dir: &std::path::Path) -> bool {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    npu_build::target::ACCELERATOR_NAMES.contains(&name)
+}
+
 /// Names of the fixtures that have a `.tflite` (and its `.onnx` twin), sorted.
 pub fn tflite_fixtures() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(fixtures_dir())

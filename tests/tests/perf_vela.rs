@@ -41,7 +41,7 @@ fn vela_dirs() -> Vec<(String, String, PathBuf)> {
         }
         for accel in std::fs::read_dir(&vela).expect("vela dir") {
             let accel = accel.expect("accel entry").path();
-            if !npu_tests::vela_compiled(&accel) {
+            if !npu_tests::vela_compiled(&accel) || !npu_tests::u55_u65_dir(&accel) {
                 continue;
             }
             let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
