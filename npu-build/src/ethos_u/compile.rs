@@ -32,7 +32,7 @@ pub const REGION_ARENA: u8 = 1;
 pub const REGION_FAST: u8 = 2;
 
 /// Options of [`compile_with`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CompileOptions {
     /// Give every arena buffer its own bytes for the whole run (no reuse), so that every
     /// intermediate tensor can be read back after a run ([`Compiled::tensor_bytes`]). For tests
@@ -57,6 +57,10 @@ pub struct CompileOptions {
     pub arena_budget: Option<usize>,
     /// Vela's `--optimise Size`: stripe for the smallest arena, at some cost in cycles.
     pub optimise_size: bool,
+    /// The system whose memories time the schedule (set by [`CompileOptions::for_target`]):
+    /// with it, weight copies that would keep the NPU waiting start further ahead
+    /// ([`super::copy_lead`]). `None`: each copy runs during the previous operation only.
+    pub timing: Option<crate::target::Target>,
 }
 
 impl Default for CompileOptions {
@@ -69,6 +73,7 @@ impl Default for CompileOptions {
             fast_scratch: None,
             arena_budget: None,
             optimise_size: false,
+            timing: None,
         }
     }
 }
@@ -82,6 +87,7 @@ impl CompileOptions {
             fast_scratch: target
                 .uses_cache()
                 .then(|| usize::try_from(target.arena_cache_size()).unwrap_or(usize::MAX)),
+            timing: Some(*target),
             ..Default::default()
         }
     }
@@ -204,34 +210,51 @@ pub fn compile_with(
         op.block = Some(block::choose(op, accel)?);
     }
     let mut ro = ReadOnly::default();
-    let (mut weights, pieces) = encode_weights(&program, accel, &mut ro)?;
+    let (weights, pieces) = encode_weights(&program, accel, &mut ro)?;
 
     let Timeline {
         mut timeline,
         npu_pos,
         pinned,
     } = timeline_of(graph, &assignment, &program, &ranges);
-    let copies = if options.weight_dma && !options.keep_intermediates {
+    let (copies, copy_limit) = if options.weight_dma && !options.keep_intermediates {
         plan_weight_copies(&mut program, &mut timeline, &npu_pos, &pieces, options)?
     } else {
-        vec![None; program.ops.len()]
+        (vec![None; program.ops.len()], 0)
     };
-    let fast_budget = options.fast_scratch.filter(|_| !options.keep_intermediates);
-    let Places {
-        buffers,
-        mut arena_size,
-        fast_scratch_size,
-    } = place_buffers(
-        &program,
-        &timeline,
-        &npu_pos,
-        &mut ro,
-        options.keep_intermediates,
-        fast_budget,
-        &pinned,
-    )?;
-    redirect_to_copies(&mut weights, &copies, &pieces, &buffers);
-    let placement = Placement { buffers, weights };
+    let layout = Schedule {
+        graph,
+        accel,
+        assignment: &assignment,
+        program: &program,
+        ranges: &ranges,
+        npu_pos: &npu_pos,
+        keep_all: options.keep_intermediates,
+        fast_budget: options.fast_scratch.filter(|_| !options.keep_intermediates),
+        pinned: &pinned,
+        weights: &weights,
+        copies: &copies,
+        pieces: &pieces,
+    };
+    let mut laid = layout.run(&timeline, &vec![1; program.ops.len()], ro.clone())?;
+    if let Some(target) = &options.timing
+        && copies.iter().any(Option::is_some)
+        && let Some(better) =
+            super::copy_lead::lead_copies(&layout, &timeline, &laid, target, copy_limit, &ro)?
+    {
+        laid = better;
+    }
+    let Laid {
+        places:
+            Places {
+                mut arena_size,
+                fast_scratch_size,
+                ..
+            },
+        placement,
+        steps,
+        ro,
+    } = laid;
     // Variable tensors are initialised on a model's first run: one byte after the arena says
     // whether that happened (a zeroed arena has not).
     let state_flag = (!graph.variables.is_empty()).then(|| {
@@ -239,16 +262,6 @@ pub fn compile_with(
         arena_size = (arena_size + 1).div_ceil(16) * 16;
         flag
     });
-
-    let steps = command_streams_and_cpu_steps(
-        graph,
-        accel,
-        &assignment,
-        &program,
-        &ranges,
-        &placement,
-        &mut ro,
-    )?;
     let command_stream = match steps.as_slice() {
         [Step::Npu { command_stream, .. }] => command_stream.clone(),
         _ => Vec::new(),
@@ -277,15 +290,89 @@ pub fn compile_with(
     })
 }
 
+/// What stays fixed while buffers are placed and streams emitted: the lowered program, its
+/// weight streams and which of them are copied into the arena.
+pub(super) struct Schedule<'a> {
+    graph: &'a Graph,
+    accel: &'static AcceleratorConfig,
+    assignment: &'a [OpAssignment],
+    pub program: &'a Program,
+    ranges: &'a [Range<usize>],
+    pub npu_pos: &'a [usize],
+    keep_all: bool,
+    fast_budget: Option<usize>,
+    pinned: &'a std::collections::HashSet<BufferId>,
+    weights: &'a [Option<WeightStreams>],
+    pub copies: &'a [Option<BufferId>],
+    pieces: &'a [Option<(u64, u64)>],
+}
+
+/// Buffers placed and the model's steps emitted.
+pub(super) struct Laid {
+    places: Places,
+    placement: Placement,
+    pub steps: Vec<Step>,
+    ro: ReadOnly,
+}
+
+impl Schedule<'_> {
+    /// Places the buffers by their uses in `timeline` and emits the steps, each weight copy
+    /// issued `leads[op]` operations ahead of the operation that reads it.
+    pub fn run(
+        &self,
+        timeline: &[Vec<BufferId>],
+        leads: &[usize],
+        mut ro: ReadOnly,
+    ) -> Result<Laid> {
+        let places = place_buffers(
+            self.program,
+            timeline,
+            self.npu_pos,
+            &mut ro,
+            self.keep_all,
+            self.fast_budget,
+            self.pinned,
+        )?;
+        let mut weights = self.weights.to_vec();
+        redirect_to_copies(
+            &mut weights,
+            self.copies,
+            self.pieces,
+            leads,
+            &places.buffers,
+        );
+        let placement = Placement {
+            buffers: places.buffers.clone(),
+            weights,
+        };
+        let steps = command_streams_and_cpu_steps(
+            self.graph,
+            self.accel,
+            self.assignment,
+            self.program,
+            self.ranges,
+            &placement,
+            &mut ro,
+        )?;
+        Ok(Laid {
+            places,
+            placement,
+            steps,
+            ro,
+        })
+    }
+}
+
 /// Points the weight streams of operations whose weights are copied into the arena (or the fast
 /// scratch) at the copy, and records the DMA that makes it.
 fn redirect_to_copies(
     weights: &mut [Option<WeightStreams>],
     copies: &[Option<BufferId>],
     pieces: &[Option<(u64, u64)>],
+    leads: &[usize],
     buffers: &[(u8, u64)],
 ) {
-    for ((w, copy), piece) in weights.iter_mut().zip(copies).zip(pieces) {
+    for (((w, copy), piece), &lead) in weights.iter_mut().zip(copies).zip(pieces).zip(leads) {
         if let (Some(w), Some(b), Some((src, len))) = (w.as_mut(), copy, piece) {
             let (region, dst) = buffers[b.index()];
             for c in &mut w.cores {
@@ -298,6 +385,7 @@ fn redirect_to_copies(
                 src: *src,
                 dst,
                 len: *len,
+                lead,
             });
         }
     }
@@ -506,8 +594,8 @@ pub fn cop1_writer(accel: &AcceleratorConfig) -> Cop1Writer {
 }
 
 /// The read-only region being built: 16-aligned pieces, identical pieces stored once.
-#[derive(Default)]
-struct ReadOnly {
+#[derive(Clone, Default)]
+pub(super) struct ReadOnly {
     bytes: Vec<u8>,
     seen: HashMap<Vec<u8>, usize>,
     /// Compressed weight stream bytes (for reports).
@@ -691,7 +779,7 @@ fn plan_weight_copies(
     npu_pos: &[usize],
     pieces: &[Option<(u64, u64)>],
     options: &CompileOptions,
-) -> Result<Vec<Option<BufferId>>> {
+) -> Result<(Vec<Option<BufferId>>, usize)> {
     let mut copies = vec![None; program.ops.len()];
     let mut candidates: Vec<(u64, usize)> = Vec::new();
     for (j, op) in program.ops.iter().enumerate() {
@@ -712,7 +800,7 @@ fn plan_weight_copies(
         }
     }
     if candidates.is_empty() {
-        return Ok(copies);
+        return Ok((copies, 0));
     }
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut peak = arena_plan(program, timeline, false)?.1.size;
@@ -730,7 +818,15 @@ fn plan_weight_copies(
             None => peak + (peak / 100).max(24 * 1024),
         }
     };
+    let skip: Vec<usize> = std::env::var("NPU_EXP_SKIP")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| x.parse().ok())
+        .collect();
     for (_, j) in candidates {
+        if skip.contains(&j) || std::env::var("NPU_EXP_SKIP").as_deref() == Ok("all") {
+            continue;
+        }
         let Some((_, len)) = pieces[j] else { continue };
         let id = BufferId(program.buffers.len());
         program.buffers.push(super::npu_op::Buffer {
@@ -768,7 +864,7 @@ fn plan_weight_copies(
             program.buffers.pop();
         }
     }
-    Ok(copies)
+    Ok((copies, limit))
 }
 
 /// The buffers each step uses, in execution order: NPU operations and CPU operators in graph
@@ -1253,7 +1349,7 @@ fn in_place_aliases(
 }
 
 /// The arena buffers (ids) and their placement by liveness over `timeline` (all in one arena).
-fn arena_plan(
+pub(super) fn arena_plan(
     program: &Program,
     timeline: &[Vec<BufferId>],
     keep_all: bool,

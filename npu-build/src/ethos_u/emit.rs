@@ -96,12 +96,39 @@ pub fn emit(
         };
         e.w.cmd0(Cmd0::SET_PARALLEL_MODE, u16::from(mode.bits()));
     }
+    let issue = copy_issue_points(program, placement)?;
     let mut prev: Option<Producer<'_>> = None;
     for (index, op) in program.ops.iter().enumerate() {
+        // Weight copies first: they run while the operations before this one compute.
+        for &j in &issue[index] {
+            let w = placement.weights[j].as_ref();
+            if let Some((w, dma)) = w.and_then(|w| Some((w, w.dma?))) {
+                e.weight_dma(&e.ctx(j, &program.ops[j]), dma, w.region)?;
+            }
+        }
         prev = Some(e.op(index, op, prev.as_ref())?);
     }
     e.w.cmd0(Cmd0::OP_STOP, 0xffff);
     Ok(e.w.words)
+}
+
+/// For each operation, the operations (in order) whose weight copy is issued just before its
+/// registers: `lead` operations ahead of the one that reads the copy.
+fn copy_issue_points(program: &Program, placement: &Placement) -> Result<Vec<Vec<usize>>> {
+    let mut issue = vec![Vec::new(); program.ops.len()];
+    for (j, w) in placement.weights.iter().enumerate().take(program.ops.len()) {
+        let Some(dma) = w.as_ref().and_then(|w| w.dma) else {
+            continue;
+        };
+        let at = (j + 1).checked_sub(dma.lead.max(1)).ok_or_else(|| {
+            Error::Internal(format!(
+                "op {j} '{}': its weight copy leads by {} operations, more than precede it",
+                program.ops[j].name, dma.lead
+            ))
+        })?;
+        issue[at].push(j);
+    }
+    Ok(issue)
 }
 
 /// What one operation's registers are computed from.
@@ -161,6 +188,15 @@ impl<'a> Emitter<'a> {
         })
     }
 
+    /// The names error messages about operation `index` give.
+    fn ctx(&self, index: usize, op: &NpuOp) -> Ctx {
+        Ctx {
+            node: format!("op {index} '{}'", op.name),
+            op: kind_name(&op.kind),
+            target: self.accel.name,
+        }
+    }
+
     /// Emits one operation (with the LUT DMA it needs) and returns what the next operation's
     /// block dependency needs to know about it.
     fn op(
@@ -169,21 +205,11 @@ impl<'a> Emitter<'a> {
         op: &'a NpuOp,
         prev: Option<&Producer<'a>>,
     ) -> Result<Producer<'a>> {
-        let ctx = Ctx {
-            node: format!("op {index} '{}'", op.name),
-            op: kind_name(&op.kind),
-            target: self.accel.name,
-        };
+        let ctx = self.ctx(index, op);
         let block = op.block.ok_or_else(|| {
             Error::Internal(format!("{}: no block configuration chosen", ctx.node))
         })?;
         check_kernel(&ctx, op)?;
-        // A weight copy's DMA first: it runs while the previous operation computes.
-        if let Some(w) = self.placement.weights.get(index).and_then(|w| w.as_ref())
-            && let Some(dma) = w.dma
-        {
-            self.weight_dma(&ctx, dma, w.region)?;
-        }
         let ifm = self.resolve(&ctx, "IFM", &op.ifm)?;
         let ofm = self.resolve(&ctx, "OFM", &op.ofm)?;
         let (ew_mode, ifm2, reversed, input_scaling) = match &op.kind {

@@ -11,6 +11,7 @@ pub mod alloc;
 pub mod artifact;
 pub mod block;
 pub mod compile;
+mod copy_lead;
 pub mod cpu_ops;
 pub mod emit;
 mod fuse_concat;

@@ -615,6 +615,10 @@ pub struct WeightDma {
     pub src: u64,
     pub dst: u64,
     pub len: u64,
+    /// How many operations of the same command stream before this one the DMA runs during:
+    /// it is issued right after the kernel command of the operation `lead` places earlier
+    /// (0 and 1: the previous operation). The copy must be live from that operation on.
+    pub lead: usize,
 }
 
 /// One core's streams: addresses and lengths as WEIGHT_BASE/LENGTH and SCALE_BASE/LENGTH take them.

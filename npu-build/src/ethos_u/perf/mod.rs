@@ -43,7 +43,8 @@
 //! concurrently with the NPU operations. A DMA starts when the command processor reaches it:
 //! after the preceding NPU operation has *started* (so weights for the next operation stream
 //! in while the current one computes). `NPU_OP_DMA_WAIT` / `NPU_OP_KERNEL_WAIT` hold the
-//! command processor until enough DMAs / operations have finished. The total is the time the
+//! command processor until enough DMAs / operations have finished, and so does a DMA while
+//! the hardware's DMA queue is full (`max_outstanding_dma`: 1 on Ethos-U55, 2 on Ethos-U65). The total is the time the
 //! last operation or DMA ends; time = total / core clock.
 //!
 //! Bandwidths, latencies and burst lengths are the target's ([`crate::target`], vela.ini
@@ -423,6 +424,10 @@ pub fn estimate_events(events: &[Event], target: &Target, options: Options) -> E
                 if dma.dst == DmaEnd::Shram && !options.lut_loads && !next_is_lut[i] {
                     cost.cycles = 0;
                 }
+                // The hardware queues `max_outstanding_dma` DMAs; with the queue full the
+                // command processor waits for the oldest before it can start another.
+                let queue = target.accelerator.max_outstanding_dma.max(1) as usize;
+                cp = wait_until(&dma_ends, cp, queue - 1);
                 let start = cp.max(dma_free);
                 let end = start.saturating_add(cost.cycles);
                 dma_free = end;

@@ -1,0 +1,163 @@
+//! How far ahead each weight copy starts.
+//!
+//! A weight copy's DMA is issued after the kernel command of the operation before the one that
+//! reads it, so it runs while that operation computes. Behind a short operation (an addition,
+//! a depthwise convolution) a large copy is still running when its reader is due, and the NPU
+//! waits: on mv2_224 for ethos-u55-128 that was 107 k cycles before seven expand convolutions
+//! (README, "mv2_224 layer by layer"). Such a copy is issued further ahead, so it runs during
+//! as many earlier operations as its transfer needs, where the arena has room for the copy
+//! over that longer life.
+//!
+//! The timing comes from the estimator run on the streams as first emitted (every copy one
+//! operation ahead): each operation's cycles, and each copy's transfer cycles. The streams are
+//! then emitted again with the leads and estimated again; the new schedule is kept only if its
+//! estimate is lower. The estimator times the DMA queue as the hardware has it (a full queue
+//! holds the command processor), so a copy issued so early that it queues behind another one
+//! shows up as the cost it is.
+
+use super::compile::{Laid, ReadOnly, Schedule, arena_plan};
+use super::npu_op::BufferId;
+use super::perf::{Estimate, estimate_stream};
+use crate::error::Result;
+use crate::ethos_u::Step;
+use crate::target::Target;
+
+/// The most operations a copy may run during. Each extra one keeps the copy live one
+/// operation longer; four covered every wait on the fixtures and the survey networks.
+const MAX_LEAD: usize = 4;
+
+/// The per-operation timing of the first emission.
+struct Timing {
+    /// Estimated cycles of each program operation.
+    op_cycles: Vec<u64>,
+    /// Transfer cycles of each operation's weight copy (0 without one).
+    copy_cycles: Vec<u64>,
+    /// Estimated cycles of all command streams.
+    total: u64,
+}
+
+/// Re-emits with weight copies issued further ahead where the first schedule (`first`) makes
+/// the NPU wait for them, keeping the arena within `limit` (or the first schedule's arena, if
+/// larger). `None` when no copy waits, nothing could start earlier, or the result is no faster.
+pub(super) fn lead_copies(
+    layout: &Schedule<'_>,
+    timeline: &[Vec<BufferId>],
+    first: &Laid,
+    target: &Target,
+    limit: usize,
+    ro: &ReadOnly,
+) -> Result<Option<Laid>> {
+    let Some(timing) = timing(layout, first, target)? else {
+        return Ok(None);
+    };
+    let program = layout.program;
+    let n = program.ops.len();
+    let mut timeline = timeline.to_vec();
+    let allowed = limit.max(arena_plan(program, &timeline, false)?.1.size);
+    let pos = layout.npu_pos;
+    let mut leads = vec![1; n];
+    let mut changed = false;
+    // In operation order, so the DMAs stay in the order their readers need them: a copy is
+    // never issued before an earlier operation's copy.
+    let mut last_issue = 0;
+    for j in 0..n {
+        let Some(id) = layout.copies[j] else { continue };
+        // Operations of the same command stream right before `j` (consecutive on the
+        // timeline: no CPU step between), after the previous copy's issue, up to MAX_LEAD,
+        // until they cover the transfer.
+        let mut lead = 1;
+        let mut covered = j.checked_sub(1).map_or(0, |p| timing.op_cycles[p]);
+        while lead < MAX_LEAD && covered < timing.copy_cycles[j] {
+            let Some(k) = j.checked_sub(lead + 1) else {
+                break;
+            };
+            if k + 1 < last_issue || pos[k] + lead + 1 != pos[j] {
+                break;
+            }
+            lead += 1;
+            covered = covered.saturating_add(timing.op_cycles[k]);
+        }
+        // The longest lead up to that one whose longer life the arena affords.
+        while lead > 1 {
+            let extra: Vec<usize> = (2..=lead).map(|l| pos[j - l]).collect();
+            for &p in &extra {
+                timeline[p].push(id);
+            }
+            if arena_plan(program, &timeline, false)?.1.size <= allowed {
+                leads[j] = lead;
+                changed = true;
+                break;
+            }
+            for &p in &extra {
+                timeline[p].pop();
+            }
+            lead -= 1;
+        }
+        last_issue = j + 1 - leads[j];
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let trial = layout.run(&timeline, &leads, ro.clone())?;
+    let total = total_cycles(&trial, target)?;
+    Ok((total < timing.total).then_some(trial))
+}
+
+/// The estimates of each NPU step of `laid`, with the program operations each covers.
+fn step_estimates<'a>(
+    laid: &'a Laid,
+    target: &Target,
+) -> impl Iterator<Item = Result<(std::ops::Range<usize>, Estimate)>> + 'a {
+    let target = *target;
+    laid.steps.iter().filter_map(move |s| match s {
+        Step::Npu {
+            command_stream,
+            ops,
+        } => Some(estimate_stream(command_stream, &target).map(|e| (ops.clone(), e))),
+        Step::Cpu(_) => None,
+    })
+}
+
+fn total_cycles(laid: &Laid, target: &Target) -> Result<u64> {
+    let mut total = 0u64;
+    for step in step_estimates(laid, target) {
+        total = total.saturating_add(step?.1.total_cycles);
+    }
+    Ok(total)
+}
+
+/// Operation and copy cycles of the first emission, by program operation. `None` where the
+/// streams do not line up with the program one NPU operation per program operation and one
+/// weight DMA per copy, in order (then nothing is changed).
+fn timing(layout: &Schedule<'_>, first: &Laid, target: &Target) -> Result<Option<Timing>> {
+    let n = layout.program.ops.len();
+    let mut t = Timing {
+        op_cycles: vec![0; n],
+        copy_cycles: vec![0; n],
+        total: 0,
+    };
+    for step in step_estimates(first, target) {
+        let (ops, est) = step?;
+        t.total = t.total.saturating_add(est.total_cycles);
+        if est.ops.len() != ops.len() || ops.end > n {
+            return Ok(None);
+        }
+        for (j, op) in ops.clone().zip(&est.ops) {
+            t.op_cycles[j] = op.end - op.start;
+        }
+        let copied: Vec<usize> = ops.filter(|&j| layout.copies[j].is_some()).collect();
+        let dmas: Vec<u64> = est
+            .dmas
+            .iter()
+            .filter(|d| !d.lut)
+            .map(|d| d.end - d.start)
+            .collect();
+        if dmas.len() != copied.len() {
+            return Ok(None);
+        }
+        for (j, cycles) in copied.into_iter().zip(dmas) {
+            t.copy_cycles[j] = cycles;
+        }
+    }
+    Ok(Some(t))
+}
