@@ -18,6 +18,9 @@ vela/ACCEL/VELA_FAILED.txt holds its message.
   net_unet            a small U-Net (64x64): max-pool downsampling, Conv2DTranspose upsampling,
                       Concatenate skips, sigmoid output.
   net_vit_encoder     a ViT-style encoder: patch Conv2D, two transformer blocks, classifier.
+  net_ds_cnn          MLPerf Tiny's DS-CNN keyword spotter (49x10 MFCC input) and ResNet-8 CIFAR-10
+  net_resnet8         classifier, with calibrated BatchNormalization statistics: issue 15's small
+                      networks, where Vela DMAs every layer's weights.
   net_mnv3s, net_effb0 keras.applications MobileNetV3Small (96x96, include_preprocessing=False)
                       and EfficientNetB0 (64x64), 10 classes, random weights with calibrated
                       BatchNormalization statistics (see `calibrated`); Vela for ethos-u55-128 only.
@@ -80,6 +83,37 @@ def vit_encoder():
     return keras.Model(inp, layers.Dense(10)(layers.GlobalAveragePooling1D()(x)))
 
 
+def ds_cnn():
+    """MLPerf Tiny's keyword-spotting DS-CNN (small): a 10x4 stride-2 convolution on 49x10 MFCC
+    features, four depthwise-separable blocks of 64 channels, average pooling, a 12-way
+    classifier with softmax."""
+    inp = keras.Input((49, 10, 1), batch_size=1)
+    x = layers.Conv2D(64, (10, 4), strides=(2, 2), padding="same")(inp)
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    for _ in range(4):
+        x = layers.ReLU()(layers.BatchNormalization()(layers.DepthwiseConv2D(3, padding="same")(x)))
+        x = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(64, 1)(x)))
+    x = layers.Flatten()(layers.AveragePooling2D((25, 5))(x))
+    return keras.Model(inp, layers.Dense(12, activation="softmax")(x))
+
+
+def resnet8():
+    """MLPerf Tiny's image-classification ResNet-8 (CIFAR-10, 32x32x3): a 3x3 convolution of
+    16, three residual stacks of 16, 32 and 64 channels (the last two stride 2 with a 1x1
+    projection shortcut), average pooling, a 10-way classifier with softmax."""
+    inp = keras.Input((32, 32, 3), batch_size=1)
+    x = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(16, 3, padding="same")(inp)))
+    for filters, stride in [(16, 1), (32, 2), (64, 2)]:
+        y = layers.Conv2D(filters, 3, strides=stride, padding="same")(x)
+        y = layers.ReLU()(layers.BatchNormalization()(y))
+        y = layers.BatchNormalization()(layers.Conv2D(filters, 3, padding="same")(y))
+        if stride != 1:
+            x = layers.Conv2D(filters, 1, strides=stride)(x)
+        x = layers.ReLU()(layers.Add()([x, y]))
+    x = layers.Flatten()(layers.AveragePooling2D(8)(x))
+    return keras.Model(inp, layers.Dense(10, activation="softmax")(x))
+
+
 def calibrated(build):
     """A keras.applications network with random weights whose BatchNormalization statistics are
     set from a batch of the calibration distribution (momentum 0, one training-mode call), so
@@ -108,6 +142,9 @@ MODELS = {
     "net_mnv3s": calibrated(lambda: A.MobileNetV3Small(input_shape=(96, 96, 3), weights=None, classes=10,
                                                        include_preprocessing=False)),
     "net_effb0": calibrated(lambda: A.EfficientNetB0(input_shape=(64, 64, 3), weights=None, classes=10)),
+    # issue 15's small networks: MLPerf Tiny's keyword spotter and CIFAR-10 classifier.
+    "net_ds_cnn": calibrated(ds_cnn),
+    "net_resnet8": calibrated(resnet8),
     # issue 13's concatenation-heavy network; about 20 MB with its Vela compilation, so it is not
     # committed (build it into a scratch directory; README gives the command).
     "net_densenet121": calibrated(lambda: A.DenseNet121(input_shape=(64, 64, 3), weights=None, classes=10)),

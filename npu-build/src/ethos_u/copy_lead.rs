@@ -9,9 +9,14 @@
 //! over that longer life.
 //!
 //! The timing comes from the estimator run on the streams as first emitted (every copy one
-//! operation ahead): each operation's cycles, and each copy's transfer cycles. The streams are
-//! then emitted again with the leads and estimated again; the new schedule is kept only if its
-//! estimate is lower. The estimator times the DMA queue as the hardware has it (a full queue
+//! operation ahead): each operation's cycles, and each copy's transfer cycles. With the
+//! operations back to back, a pass backwards through each stream gives the latest start of
+//! every copy's DMA: early enough to end before its reader starts and before the next copy,
+//! queued behind it on the one DMA engine, must start. A pass forwards then issues each copy
+//! as few operations ahead as reach that start (never before an earlier operation's copy, so
+//! the DMAs keep the order their readers need them in). The streams are then emitted again
+//! with the leads and estimated again; the new schedule is kept only if its estimate is
+//! lower. The estimator times the DMA queue as the hardware has it (a full queue
 //! holds the command processor), so a copy issued so early that it queues behind another one
 //! shows up as the cost it is.
 
@@ -23,8 +28,8 @@ use crate::ethos_u::Step;
 use crate::target::Target;
 
 /// The most operations a copy may run during. Each extra one keeps the copy live one
-/// operation longer; four covered every wait on the fixtures and the survey networks.
-const MAX_LEAD: usize = 4;
+/// operation longer (the arena decides whether it may).
+const MAX_LEAD: usize = 8;
 
 /// The per-operation timing of the first emission.
 struct Timing {
@@ -52,9 +57,32 @@ pub(super) fn lead_copies(
     };
     let program = layout.program;
     let n = program.ops.len();
+    let pos = layout.npu_pos;
+    // Operations `a` and `a + 1` run in the same command stream: consecutive on the timeline
+    // (no CPU step between).
+    let same_stream = |a: usize| pos[a] + 1 == pos[a + 1];
+    // Where each operation would start with no waits: the operations back to back.
+    let mut start = vec![0u64; n];
+    for i in 1..n {
+        start[i] = start[i - 1].saturating_add(timing.op_cycles[i - 1]);
+    }
+    // The latest each copy's DMA may start so that it, and the copies queued behind it on the
+    // one DMA engine, end before their readers start (backwards through each stream).
+    let mut latest = vec![0u64; n];
+    let mut next_latest = u64::MAX;
+    for j in (0..n).rev() {
+        if j + 1 < n && !same_stream(j) {
+            next_latest = u64::MAX;
+        }
+        if layout.copies[j].is_some() {
+            latest[j] = start[j]
+                .min(next_latest)
+                .saturating_sub(timing.copy_cycles[j]);
+            next_latest = latest[j];
+        }
+    }
     let mut timeline = timeline.to_vec();
     let allowed = limit.max(arena_plan(program, &timeline, false)?.1.size);
-    let pos = layout.npu_pos;
     let mut leads = vec![1; n];
     let mut changed = false;
     // In operation order, so the DMAs stay in the order their readers need them: a copy is
@@ -62,20 +90,17 @@ pub(super) fn lead_copies(
     let mut last_issue = 0;
     for j in 0..n {
         let Some(id) = layout.copies[j] else { continue };
-        // Operations of the same command stream right before `j` (consecutive on the
-        // timeline: no CPU step between), after the previous copy's issue, up to MAX_LEAD,
-        // until they cover the transfer.
+        // A copy issued `lead` operations ahead starts with operation `j - lead`: go back
+        // through the same command stream, not before the previous copy's issue, up to
+        // MAX_LEAD, until that start is early enough.
         let mut lead = 1;
-        let mut covered = j.checked_sub(1).map_or(0, |p| timing.op_cycles[p]);
-        while lead < MAX_LEAD && covered < timing.copy_cycles[j] {
-            let Some(k) = j.checked_sub(lead + 1) else {
-                break;
-            };
+        while lead < MAX_LEAD && j > lead && start[j - lead] > latest[j] {
+            let k = j - lead - 1;
+            // Positions increase by one per step only if no CPU step lies between k and j.
             if k + 1 < last_issue || pos[k] + lead + 1 != pos[j] {
                 break;
             }
             lead += 1;
-            covered = covered.saturating_add(timing.op_cycles[k]);
         }
         // The longest lead up to that one whose longer life the arena affords.
         while lead > 1 {
