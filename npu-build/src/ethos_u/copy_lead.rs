@@ -143,7 +143,8 @@ fn step_estimates<'a>(
     })
 }
 
-fn total_cycles(laid: &Laid, target: &Target) -> Result<u64> {
+/// The estimated cycles of all of `laid`'s command streams.
+pub(super) fn total_cycles(laid: &Laid, target: &Target) -> Result<u64> {
     let mut total = 0u64;
     for step in step_estimates(laid, target) {
         total = total.saturating_add(step?.1.total_cycles);
