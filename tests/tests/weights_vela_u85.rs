@@ -340,12 +340,7 @@ fn decode_vela_dir(
                         if s.len() != bytes.div_ceil(16) * 16 {
                             return Err(format!("{ctx}: FWD length {} vs {bytes}", s.len()));
                         }
-                        // Header bit 0: raw 8-bit codes; bit 1: 2-bit codes; neither: 4-bit.
-                        let used_bits = match s[0] & 3 {
-                            1 => 8,
-                            2 => 2,
-                            _ => 4,
-                        } * total
+                        let used_bits = u85::fwd_code_bits(s).ok_or("FWD header")? * total
                             + u85::FWD_HEADER_BITS;
                         for bit in used_bits..s.len() * 8 {
                             if s[bit / 8] >> (bit % 8) & 1 != 0 {

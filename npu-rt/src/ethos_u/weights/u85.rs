@@ -237,7 +237,7 @@ impl U85Geometry {
             self.ofm_depth,
             self.ofm_block_depth,
             self.ofm_ublock_depth,
-            self.ifm_depth,
+            self.weight_ifm_depth(),
             self.kernel_height,
             self.kernel_width,
         ];
@@ -344,8 +344,10 @@ impl U85Geometry {
     }
 
     /// FWD: values of one core taken in turn before the next core's (the interleave block).
-    fn fwd_block(&self) -> u32 {
-        self.ofm_ublock_depth * self.ifm_ublock() * self.element_round() / self.cores
+    fn fwd_block(&self) -> u64 {
+        // Each factor is at most 2^16 after validate(), so the product fits u64.
+        self.ofm_ublock_depth as u64 * self.ifm_ublock() as u64 * self.element_round() as u64
+            / self.cores.max(1) as u64
     }
 }
 
@@ -437,7 +439,11 @@ pub fn for_each_core_position<E: From<WeightError>>(
                                 }
                             }
                             if remaining > 0 {
-                                for _ in 0..(remaining + dw_pad) * iub * per_core {
+                                // Up to 70 elements of up to 2^16 x 2^16 values: count in u64.
+                                let n = u64::from(remaining + dw_pad)
+                                    * u64::from(iub)
+                                    * u64::from(per_core);
+                                for _ in 0..n {
                                     f(None)?;
                                 }
                             }
@@ -524,7 +530,7 @@ pub fn decode_weights_u85(
         WeightFormat::Fwd => {
             let stream = streams.first().copied().unwrap_or(&[]);
             let fwd = FwdStream::new(stream, expected.saturating_mul(geom.cores as usize))?;
-            let block = geom.fwd_block() as usize;
+            let block = usize::try_from(geom.fwd_block()).unwrap_or(0);
             if block == 0 || !expected.is_multiple_of(block) {
                 return Err(WeightError::BadGeometry(
                     "FWD: core order is not whole interleave blocks",
@@ -634,6 +640,12 @@ impl<'a> FwdStream<'a> {
             Ok(self.lut.get(code as usize).copied().unwrap_or(0))
         }
     }
+}
+
+/// Bits per code of an FWD stream (2, 4 or 8) as its header selects, or `None` if the header
+/// is truncated or sets both the raw and the small-LUT flag.
+pub fn fwd_code_bits(stream: &[u8]) -> Option<usize> {
+    FwdStream::new(stream, 0).ok().map(|s| s.width)
 }
 
 /// Number of bytes Vela's FWD stream of `values` codes occupies: header and codes, padded to
@@ -1020,6 +1032,50 @@ mod tests {
             let mut scales = [ScaleEntry::default(); 40];
             let _ = decode_scales_u85(&bytes, AccFormat::I32, &mut scales);
             let _ = fwd_stream_bytes(&bytes, len * 3);
+        }
+        // Valid geometries (every traversal, format and core count) over random bytes and over
+        // a valid FWD stream with random bits flipped.
+        for _ in 0..2000 {
+            let cores = [1, 2, 4][(next() % 3) as usize];
+            let traversal = [
+                Traversal::DepthFirst,
+                Traversal::PartKernelFirst,
+                Traversal::Depthwise,
+            ][(next() % 3) as usize];
+            let format = if traversal != Traversal::Depthwise && next() % 2 == 0 {
+                WeightFormat::Fwd
+            } else {
+                WeightFormat::Swd
+            };
+            let g = U85Geometry {
+                traversal,
+                format,
+                ofm_depth: (next() % 40 + 1) as u32,
+                ofm_block_depth: 16,
+                ofm_ublock_depth: 16,
+                ifm_depth: (next() % 40 + 1) as u32,
+                kernel_height: (next() % 10 + 1) as u32,
+                kernel_width: (next() % 10 + 1) as u32,
+                stride_x: (next() % 4 + 1) as u32,
+                stride_y: (next() % 4 + 1) as u32,
+                dilation_x: (next() % 2 + 1) as u32,
+                ifm_bits: [8, 16][(next() % 2) as usize],
+                macs: [512, 2048][(next() % 2) as usize],
+                cores,
+                ..geom()
+            };
+            let n = g.core_len().unwrap() * cores as usize;
+            let mut bytes: Vec<u8> = (0..(next() % 600) as usize).map(|_| next() as u8).collect();
+            if format == WeightFormat::Fwd && next() % 2 == 0 {
+                bytes = vec![0u8; 32 + n];
+                bytes[0] = 1;
+                for _ in 0..8 {
+                    let bit = (next() % (bytes.len() as u64 * 8)) as usize;
+                    bytes[bit / 8] ^= 1 << (bit % 8);
+                }
+            }
+            let streams: Vec<&[u8]> = (0..g.streams()).map(|_| &bytes[..]).collect();
+            let _ = decode_weights_u85(&streams, &g, &mut out);
         }
     }
 }
