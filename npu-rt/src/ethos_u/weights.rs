@@ -16,6 +16,8 @@
 //! Everything here is `no_std`, allocation-free and panic-free on any input bytes: malformed
 //! streams and inconsistent geometries are reported as [`WeightError`]s.
 //!
+//! The Ethos-U85's streams (same bitstream, another order and a fast format) are in [`u85`].
+//!
 //! Facts from Arm Vela 5.2.0 (`ethosu/mlw_codec/mlw_decode.c`, `ethosu/vela/weight_compressor.py`,
 //! `regor/architecture/ethosu55/ethos_u55_weight_encoder.cpp`); verified by decoding every weight
 //! stream of the Vela fixtures (`tests/tests/weights_vela.rs`).
@@ -23,6 +25,7 @@
 mod bitstream;
 pub mod order;
 mod scale;
+pub mod u85;
 
 pub use bitstream::{StreamDecoder, decode_stream};
 pub use order::{CoreSplit, Traversal, WeightGeometry, for_each_stream_position};
