@@ -159,6 +159,8 @@ fixture_tests!(
     net_effb0,
     net_unet,
     net_vit_encoder,
+    net_ds_cnn,
+    net_resnet8,
     op_strided_slice_masks,
     op_slice_to_end,
     op_split_h,
