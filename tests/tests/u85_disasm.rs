@@ -4,9 +4,11 @@
 
 use std::path::PathBuf;
 
+use npu_rt::ethos_u::config::ETHOS_U55_128;
 use npu_rt::ethos_u::cop::{Architecture, Cop1};
 use npu_rt::ethos_u::regs::u85::disasm::{command_words, write_line};
 use npu_rt::ethos_u::regs::u85::{Commands, DecodeError};
+use npu_rt::sim::{Regions, SimErrorKind, VirtualNpu};
 use npu_tests::fixtures_dir;
 
 /// Every `fixtures/<model>/vela/ethos-u85-*` directory holding a compilation, sorted.
@@ -183,4 +185,18 @@ fn random_words_never_panic() {
         }
         let _ = disassemble(&w);
     }
+}
+
+#[test]
+fn virtual_npu_refuses_u85_payloads() {
+    // U85 opcodes reuse U55/U65 codes with other meanings: the simulator must not run them.
+    let dir = fixtures_dir().join("op_add/vela/ethos-u85-256");
+    let payload = std::fs::read(dir.join("cmd_stream.bin")).expect("cmd_stream.bin");
+    let mut npu = VirtualNpu::new(&ETHOS_U55_128);
+    let err = npu.run(&payload, &mut Regions::new()).unwrap_err();
+    assert!(
+        matches!(err.kind, SimErrorKind::InvalidRegister { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("Ethos-U85"), "{err}");
 }
