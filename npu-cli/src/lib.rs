@@ -16,7 +16,7 @@ mod cargo;
 
 mod bench;
 pub mod compile;
-mod disasm;
+pub mod disasm;
 pub mod html;
 mod inspect;
 mod run;

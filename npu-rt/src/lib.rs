@@ -1,7 +1,8 @@
 //! `npu-rt`: the runtime side of the Ethos-U toolchain.
 //!
 //! - [`ethos_u::regs`]: command-stream opcodes and register fields of Ethos-U55/U65, shared by the
-//!   compiler, the driver and the simulator (the one home of these facts).
+//!   compiler, the driver and the simulator (the one home of these facts); [`ethos_u::regs::u85`]
+//!   holds Ethos-U85's, with a disassembler.
 //! - [`ethos_u::cop`]: the COP1 driver payload that wraps a command stream.
 //! - [`sim`] (feature `sim`): a bit-exact virtual Ethos-U for hosts.
 //! - [`cpu`]: int8 kernels for operators that stay on the CPU.

@@ -14,6 +14,12 @@
 //! | 5       | NOP                | 0 (Vela pads with these so the stream is 16-byte aligned)|
 //!
 //! OPTIMIZER_CONFIG's parameter holds the release (bits 0..=3) and patch (bits 4..=7) numbers.
+//!
+//! Ethos-U55, U65 and U85 payloads share this layout; the OPTIMIZER_CONFIG words tell them apart
+//! ([`Architecture`]): the `CONFIG` word's product field (bits 28..=31: 0 = U55, 1 = U65,
+//! 2 = U85) and the `ID` word's architecture major revision (bits 28..=31: 1 for U55/U65, 2 for
+//! U85). [`Cop1::parse`] rejects configurations naming another product or whose two words
+//! disagree.
 
 use core::fmt;
 
@@ -34,6 +40,48 @@ pub mod action {
     pub const DUMP_SHRAM: u8 = 4;
     /// No operation (padding).
     pub const NOP: u8 = 5;
+}
+
+/// The NPU family a payload was compiled for, from its OPTIMIZER_CONFIG words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Architecture {
+    /// Ethos-U55 (command set of `regs`).
+    EthosU55,
+    /// Ethos-U65 (command set of `regs`).
+    EthosU65,
+    /// Ethos-U85 (command set of `regs::u85`).
+    EthosU85,
+}
+
+impl Architecture {
+    /// The family named by a `CONFIG` word and an `ID` word, or the error kind saying why the
+    /// pair is not a known, consistent one.
+    pub const fn from_config(config: u32, id: u32) -> Result<Self, CopErrorKind> {
+        let product = (config >> 28) as u8;
+        let arch_major = (id >> 28) as u8;
+        let (arch, want_major) = match product {
+            0 => (Architecture::EthosU55, 1),
+            1 => (Architecture::EthosU65, 1),
+            2 => (Architecture::EthosU85, 2),
+            p => return Err(CopErrorKind::UnknownProduct(p)),
+        };
+        if arch_major != want_major {
+            return Err(CopErrorKind::ArchMismatch {
+                product,
+                arch_major,
+            });
+        }
+        Ok(arch)
+    }
+
+    /// The family's name, e.g. `Ethos-U85`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Architecture::EthosU55 => "Ethos-U55",
+            Architecture::EthosU65 => "Ethos-U65",
+            Architecture::EthosU85 => "Ethos-U85",
+        }
+    }
 }
 
 /// One driver action, borrowing from the payload.
@@ -83,6 +131,15 @@ pub enum CopErrorKind {
     ReservedAction,
     /// An undefined action code.
     UnknownAction(u8),
+    /// OPTIMIZER_CONFIG names a product (`CONFIG` bits 28..=31) other than U55, U65 or U85.
+    UnknownProduct(u8),
+    /// OPTIMIZER_CONFIG's `ID` architecture major revision does not belong to its product.
+    ArchMismatch {
+        /// `CONFIG` product field.
+        product: u8,
+        /// `ID` architecture major revision.
+        arch_major: u8,
+    },
 }
 
 /// A COP1 parse error at a byte offset of the payload.
@@ -116,6 +173,19 @@ impl fmt::Display for CopError {
             CopErrorKind::UnknownAction(c) => {
                 write!(f, "COP1 payload at byte {o:#x}: unknown driver action {c}")
             }
+            CopErrorKind::UnknownProduct(p) => write!(
+                f,
+                "COP1 payload at byte {o:#x}: OPTIMIZER_CONFIG names product {p} \
+                 (0 = Ethos-U55, 1 = Ethos-U65, 2 = Ethos-U85)"
+            ),
+            CopErrorKind::ArchMismatch {
+                product,
+                arch_major,
+            } => write!(
+                f,
+                "COP1 payload at byte {o:#x}: OPTIMIZER_CONFIG product {product} with \
+                 architecture major revision {arch_major} (U55/U65 are 1, U85 is 2)"
+            ),
         }
     }
 }
@@ -176,6 +246,13 @@ impl<'a> Cop1<'a> {
         })
     }
 
+    /// The NPU family of the first OPTIMIZER_CONFIG action (None without one); [`Cop1::parse`]
+    /// has checked that it names a known family.
+    pub fn architecture(&self) -> Option<Architecture> {
+        let (config, id) = self.optimizer_config()?;
+        Architecture::from_config(config, id).ok()
+    }
+
     /// The command streams in order, as `(byte offset in the payload, bytes)`.
     pub fn command_streams(&self) -> impl Iterator<Item = (usize, &'a [u8])> + 'a {
         self.actions().filter_map(|a| match a {
@@ -213,6 +290,11 @@ impl<'a> RawActions<'a> {
                 else {
                     return self.fail(err(CopErrorKind::Truncated));
                 };
+                // A payload for an unknown or inconsistent NPU would be run or disassembled
+                // with the wrong command set.
+                if let Err(kind) = Architecture::from_config(config, id) {
+                    return self.fail(err(kind));
+                }
                 self.pos = body + 8;
                 DriverAction::OptimizerConfig {
                     release: (param & 0xf) as u8,
@@ -407,5 +489,42 @@ mod tests {
             Cop1::parse(&p).unwrap_err().kind,
             CopErrorKind::ReservedAction
         );
+    }
+
+    #[test]
+    fn architecture_from_optimizer_config() {
+        let stream = [0xffff_0000u32];
+        let mut buf = [0u8; 64];
+        // The words of Vela 5.2's ethos-u85-256 and ethos-u55-128 payloads.
+        for (config, id, arch) in [
+            (0x2000_0118, 0x2000_7000, Architecture::EthosU85),
+            (0x0000_1807, 0x1006_6001, Architecture::EthosU55),
+            (0x1000_6009, 0x1006_6001, Architecture::EthosU65),
+        ] {
+            let n = Cop1Writer::new(config, id)
+                .write(&stream, &mut buf)
+                .unwrap();
+            assert_eq!(Cop1::parse(&buf[..n]).unwrap().architecture(), Some(arch));
+        }
+        // Product 3, and a U85 CONFIG with a U55 ID.
+        for (config, id, kind) in [
+            (0x3000_0118, 0x2000_7000, CopErrorKind::UnknownProduct(3)),
+            (
+                0x2000_0118,
+                0x1006_6001,
+                CopErrorKind::ArchMismatch {
+                    product: 2,
+                    arch_major: 1,
+                },
+            ),
+        ] {
+            let n = Cop1Writer::new(config, id)
+                .write(&stream, &mut buf)
+                .unwrap();
+            assert_eq!(
+                Cop1::parse(&buf[..n]).unwrap_err(),
+                CopError { offset: 4, kind }
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! - [`ctrl`]: the control interface (APB registers: ID, STATUS, CMD, QBASE, BASEP, PMU, ...).
 //! - [`disasm`]: one-line rendering of a command, in the layout of Vela's
 //!   `--verbose-register-command-stream` dump.
+//! - [`u85`]: the Ethos-U85 command set (same word layout, its own opcodes and fields).
 //!
 //! A command stream is a sequence of little-endian 32-bit words. The low 16 bits of the first
 //! word hold the opcode (bits 0..=9) and the control field (bits 14..=15: 0 = `cmd0`, one word;
@@ -17,6 +18,7 @@ pub mod ctrl;
 pub mod disasm;
 pub mod fields;
 pub mod opcode;
+pub mod u85;
 
 pub use fields::*;
 pub use opcode::{Cmd0, Cmd1, Command, DecodeError, Opcode};

@@ -36,7 +36,7 @@ use std::vec;
 use std::vec::Vec;
 
 use crate::ethos_u::config::AcceleratorConfig;
-use crate::ethos_u::cop::{self, Cop1};
+use crate::ethos_u::cop::{self, Architecture, Cop1};
 use crate::ethos_u::regs::ctrl::Config;
 use crate::ethos_u::regs::opcode::{Commands, decode};
 use crate::ethos_u::regs::{Cmd0, Command, DecodeError, ElementwiseMode, PoolingMode};
@@ -199,6 +199,21 @@ impl VirtualNpu {
         if cop::is_cop1(stream) {
             let cop = Cop1::parse(stream)
                 .map_err(|e| SimError::at(e.offset, None, SimErrorKind::Cop(e)))?;
+            // Many U85 opcodes share codes with U55/U65 ones of another meaning: running such a
+            // stream would not fail but compute garbage, whatever `check_config` says.
+            if let Some(Architecture::EthosU85) = cop.architecture() {
+                let value = cop.optimizer_config().map_or(0, |(config, _)| config);
+                return Err(SimError::at(
+                    4,
+                    None,
+                    SimErrorKind::InvalidRegister {
+                        register: "COP1 OPTIMIZER_CONFIG",
+                        value: value as u64,
+                        reason: "the payload is for Ethos-U85, whose command set the virtual NPU \
+                                 does not run yet",
+                    },
+                ));
+            }
             if let Some((config, _id)) = cop.optimizer_config() {
                 self.check_payload_config(config)?;
             }

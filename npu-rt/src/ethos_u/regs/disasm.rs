@@ -21,6 +21,20 @@ pub fn write_line<W: Write>(
     word: u32,
     payload: Option<u32>,
 ) -> fmt::Result {
+    write_head(w, offset, word, payload, opcode_name(word))?;
+    write_fields(w, word, payload.unwrap_or(0))
+}
+
+/// Writes the part of a line before the fields: byte offset, payload (blank for `cmd0`),
+/// parameter, low half-word, command name and parameter in decimal. Shared with the Ethos-U85
+/// disassembler, whose dump has the same layout.
+pub fn write_head<W: Write>(
+    w: &mut W,
+    offset: usize,
+    word: u32,
+    payload: Option<u32>,
+    name: &str,
+) -> fmt::Result {
     let code = word & 0xffff;
     let param = (word >> 16) as u16;
     let is_cmd1 = (word >> CONTROL_SHIFT) & 3 != 0;
@@ -30,9 +44,7 @@ pub fn write_line<W: Write>(
         _ => w.write_str("        ")?,
     }
     write!(w, " {param:04x} {code:04x} - ")?;
-    let name = opcode_name(word);
-    write!(w, "{name:30} {param:5}")?;
-    write_fields(w, word, payload.unwrap_or(0))
+    write!(w, "{name:30} {param:5}")
 }
 
 /// The command name for a first word, or `****` when the opcode is undefined.

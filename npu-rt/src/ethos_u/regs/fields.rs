@@ -48,6 +48,18 @@ macro_rules! field_enum {
                     $(Self::$var => concat!($prefix, $s),)*
                 }
             }
+
+            /// The name of the value encoded by a field's bits (None when undefined), for
+            /// table-driven disassembly.
+            pub const fn name_of_bits(v: u32) -> Option<&'static str> {
+                if v > <$repr>::MAX as u32 {
+                    return None;
+                }
+                match Self::from_bits(v as $repr) {
+                    Some(e) => Some(e.name()),
+                    None => None,
+                }
+            }
         }
 
         impl fmt::Display for $name {
@@ -57,6 +69,9 @@ macro_rules! field_enum {
         }
     };
 }
+
+// Ethos-U85 shares the enumeration machinery (`regs::u85::fields`).
+pub(crate) use field_enum;
 
 field_enum! {
     /// Accumulator format (`NPU_SET_ACC_FORMAT`).

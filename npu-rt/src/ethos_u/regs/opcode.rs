@@ -58,6 +58,9 @@ macro_rules! opcodes {
     };
 }
 
+// Ethos-U85 shares the opcode machinery (`regs::u85::opcode`).
+pub(crate) use opcodes;
+
 opcodes! {
     /// Commands without payload: operations (`NPU_OP_*`) and 16-bit register sets.
     Cmd0 {
@@ -341,29 +344,78 @@ impl fmt::Display for DecodeError {
     }
 }
 
+/// The first word of a command, checked and split into its fields; shared by the U55/U65 and
+/// U85 decoders, whose word layout is the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommandWord {
+    /// Byte offset of the command in the stream.
+    pub offset: usize,
+    /// The whole first word.
+    pub word: u32,
+    /// Control field 1: a payload word follows.
+    pub is_cmd1: bool,
+    /// Bits 0..=9.
+    pub code: u16,
+    /// Bits 16..=31.
+    pub param: u16,
+}
+
+impl CommandWord {
+    /// Reads `words[index]`; `byte_base` is the byte offset of `words[0]` in the whole stream.
+    /// Fails on a missing word, a control field of 2 or 3, or set reserved bits 10..=13.
+    pub(crate) fn read(words: &[u32], index: usize, byte_base: usize) -> Result<Self, DecodeError> {
+        let offset = byte_base.saturating_add(index.saturating_mul(4));
+        let Some(&word) = words.get(index) else {
+            return Err(DecodeError::Truncated { offset });
+        };
+        let control = (word >> CONTROL_SHIFT) & 3;
+        if control > 1 || word & RESERVED_MASK != 0 {
+            return Err(DecodeError::BadControl { offset, word });
+        }
+        Ok(CommandWord {
+            offset,
+            word,
+            is_cmd1: control == 1,
+            code: (word & OPCODE_MASK) as u16,
+            param: (word >> 16) as u16,
+        })
+    }
+
+    /// The error for an opcode this command set does not define.
+    pub(crate) const fn unknown(&self) -> DecodeError {
+        DecodeError::UnknownOpcode {
+            offset: self.offset,
+            word: self.word,
+        }
+    }
+
+    /// The payload word of a `cmd1` command read from `words[index]`.
+    pub(crate) fn payload(&self, words: &[u32], index: usize) -> Result<u32, DecodeError> {
+        words
+            .get(index.wrapping_add(1))
+            .copied()
+            .ok_or(DecodeError::Truncated {
+                offset: self.offset,
+            })
+    }
+}
+
 /// Decodes the command whose first word is `words[index]`; `byte_base` is the byte offset of
 /// `words[0]` in the whole stream (used for error offsets). Returns the command; its length in
 /// words is [`Command::words`].
 pub fn decode(words: &[u32], index: usize, byte_base: usize) -> Result<Command, DecodeError> {
-    let offset = byte_base.saturating_add(index.saturating_mul(4));
-    let Some(&word) = words.get(index) else {
-        return Err(DecodeError::Truncated { offset });
-    };
-    let control = (word >> CONTROL_SHIFT) & 3;
-    if control > 1 || word & RESERVED_MASK != 0 {
-        return Err(DecodeError::BadControl { offset, word });
-    }
-    let code = (word & OPCODE_MASK) as u16;
-    let param = (word >> 16) as u16;
-    if control == 0 {
-        let op = Cmd0::from_u16(code).ok_or(DecodeError::UnknownOpcode { offset, word })?;
-        Ok(Command::Cmd0 { op, param })
+    let w = CommandWord::read(words, index, byte_base)?;
+    if w.is_cmd1 {
+        let op = Cmd1::from_u16(w.code).ok_or(w.unknown())?;
+        let payload = w.payload(words, index)?;
+        Ok(Command::Cmd1 {
+            op,
+            param: w.param,
+            payload,
+        })
     } else {
-        let op = Cmd1::from_u16(code).ok_or(DecodeError::UnknownOpcode { offset, word })?;
-        let payload = *words
-            .get(index.wrapping_add(1))
-            .ok_or(DecodeError::Truncated { offset })?;
-        Ok(Command::Cmd1 { op, param, payload })
+        let op = Cmd0::from_u16(w.code).ok_or(w.unknown())?;
+        Ok(Command::Cmd0 { op, param: w.param })
     }
 }
 
