@@ -206,47 +206,26 @@ pub fn compile_with(
     if (options.arena_budget.is_some() || options.optimise_size) && !options.keep_intermediates {
         fit_arena(graph, &assignment, &mut program, &mut ranges, options)?;
     }
-    for op in &mut program.ops {
-        op.block = Some(block::choose(op, accel)?);
-    }
-    let mut ro = ReadOnly::default();
-    let (weights, pieces) = encode_weights(&program, accel, &mut ro)?;
-
-    let Timeline {
-        mut timeline,
-        npu_pos,
-        pinned,
-    } = timeline_of(graph, &assignment, &program, &ranges);
-    let fixed = Fixed {
-        graph,
-        accel,
-        assignment: &assignment,
-        ranges: &ranges,
-        npu_pos: &npu_pos,
-        pinned: &pinned,
-        weights: &weights,
-        pieces: &pieces,
-        ro: &ro,
-        options,
-    };
-    let weight_dma = options.weight_dma && !options.keep_intermediates;
-    // Copies that nothing hides (the first operation of a stream with few OFM blocks) are
-    // made only if the estimator finds the schedule with them faster.
-    let unhidden = weight_dma
-        && options.timing.is_some()
-        && (0..program.ops.len()).any(|j| {
-            copy_candidate(&program, &npu_pos, &pieces, j)
-                .is_some_and(|c| !c.overlapped && c.blocks <= UNHIDDEN_COPY_MIN_BLOCKS)
-        });
-    let trial = unhidden.then(|| (program.clone(), timeline.clone()));
-    let (mut laid, cycles) = fixed.schedule(&mut program, &mut timeline, weight_dma, false)?;
-    if let Some((mut other, mut other_timeline)) = trial {
-        let (with, with_cycles) = fixed.schedule(&mut other, &mut other_timeline, true, true)?;
-        if with_cycles < cycles {
-            program = other;
-            laid = with;
+    // With the estimator at hand, an operation still waiting for its weight copy is split in
+    // depth and the program scheduled again (kept if faster).
+    let unsliced = (options.timing.is_some() && options.weight_dma && !options.keep_intermediates)
+        .then(|| (program.clone(), ranges.clone()));
+    let mut done = schedule_program(graph, accel, &assignment, options, program, &ranges)?;
+    if let (Some((mut sliced, mut sliced_ranges)), Some(target)) = (unsliced, &options.timing) {
+        let cuts = super::depth_slice::cuts(&done.program, &done.laid, target)?;
+        let mut any = false;
+        for &(j, at) in cuts.iter().rev() {
+            any |= super::depth_slice::split(&mut sliced, &mut sliced_ranges, j, at);
+        }
+        if any {
+            let other =
+                schedule_program(graph, accel, &assignment, options, sliced, &sliced_ranges)?;
+            if other.cycles < done.cycles {
+                done = other;
+            }
         }
     }
+    let Scheduled { program, laid, .. } = done;
     let Laid {
         places:
             Places {
@@ -290,6 +269,73 @@ pub fn compile_with(
         program,
         steps,
         assignment,
+    })
+}
+
+/// A program with blocks, weight streams, copies, placement and command streams.
+struct Scheduled {
+    program: Program,
+    laid: Laid,
+    /// Estimated cycles (`u64::MAX` without [`CompileOptions::timing`]).
+    cycles: u64,
+}
+
+/// Everything after lowering: block configurations, weight encoding, weight copies (planned
+/// both with and without the ones nothing hides, where the estimator can judge), buffer
+/// placement and emission.
+fn schedule_program(
+    graph: &Graph,
+    accel: &'static AcceleratorConfig,
+    assignment: &[OpAssignment],
+    options: &CompileOptions,
+    mut program: Program,
+    ranges: &[Range<usize>],
+) -> Result<Scheduled> {
+    for op in &mut program.ops {
+        op.block = Some(block::choose(op, accel)?);
+    }
+    let mut ro = ReadOnly::default();
+    let (weights, pieces) = encode_weights(&program, accel, &mut ro)?;
+    let Timeline {
+        mut timeline,
+        npu_pos,
+        pinned,
+    } = timeline_of(graph, assignment, &program, ranges);
+    let fixed = Fixed {
+        graph,
+        accel,
+        assignment,
+        ranges,
+        npu_pos: &npu_pos,
+        pinned: &pinned,
+        weights: &weights,
+        pieces: &pieces,
+        ro: &ro,
+        options,
+    };
+    let weight_dma = options.weight_dma && !options.keep_intermediates;
+    // Copies that nothing hides (the first operation of a stream with few OFM blocks) are
+    // made only if the estimator finds the schedule with them faster.
+    let unhidden = weight_dma
+        && options.timing.is_some()
+        && (0..program.ops.len()).any(|j| {
+            copy_candidate(&program, &npu_pos, &pieces, j)
+                .is_some_and(|c| !c.overlapped && c.blocks <= UNHIDDEN_COPY_MIN_BLOCKS)
+        });
+    let trial = unhidden.then(|| (program.clone(), timeline.clone()));
+    let (mut laid, mut cycles) = fixed.schedule(&mut program, &mut timeline, weight_dma, false)?;
+    if let Some((mut other, mut other_timeline)) = trial {
+        let (with, with_cycles) = fixed.schedule(&mut other, &mut other_timeline, true, true)?;
+        if with_cycles < cycles {
+            program = other;
+            laid = with;
+            cycles = with_cycles;
+        }
+    }
+    Ok(Scheduled {
+        program,
+        laid,
+        cycles,
     })
 }
 
@@ -383,7 +429,7 @@ pub(super) struct Schedule<'a> {
 /// Buffers placed and the model's steps emitted.
 pub(super) struct Laid {
     places: Places,
-    placement: Placement,
+    pub placement: Placement,
     pub steps: Vec<Step>,
     ro: ReadOnly,
 }

@@ -129,7 +129,7 @@ pub(super) fn lead_copies(
 }
 
 /// The estimates of each NPU step of `laid`, with the program operations each covers.
-fn step_estimates<'a>(
+pub(super) fn step_estimates<'a>(
     laid: &'a Laid,
     target: &Target,
 ) -> impl Iterator<Item = Result<(std::ops::Range<usize>, Estimate)>> + 'a {

@@ -13,6 +13,7 @@ pub mod block;
 pub mod compile;
 mod copy_lead;
 pub mod cpu_ops;
+mod depth_slice;
 pub mod emit;
 mod fuse_concat;
 mod fuse_lut;
