@@ -214,8 +214,8 @@ pub fn compile_with(
     if let (Some((mut sliced, mut sliced_ranges)), Some(target)) = (unsliced, &options.timing) {
         let cuts = super::depth_slice::cuts(&done.program, &done.laid, target)?;
         let mut any = false;
-        for &(j, at) in cuts.iter().rev() {
-            any |= super::depth_slice::split(&mut sliced, &mut sliced_ranges, j, at);
+        for &cut in cuts.iter().rev() {
+            any |= super::depth_slice::split(&mut sliced, &mut sliced_ranges, cut);
         }
         if any {
             let other =
@@ -291,7 +291,8 @@ fn schedule_program(
     mut program: Program,
     ranges: &[Range<usize>],
 ) -> Result<Scheduled> {
-    for op in &mut program.ops {
+    // Depth slices come with their convolution's block configuration.
+    for op in program.ops.iter_mut().filter(|op| op.block.is_none()) {
         op.block = Some(block::choose(op, accel)?);
     }
     let mut ro = ReadOnly::default();

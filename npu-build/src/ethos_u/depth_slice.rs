@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use super::compile::Laid;
 use super::copy_lead::step_estimates;
-use super::npu_op::{ConvWeights, Layout, NpuOpKind, Program};
+use super::npu_op::{BlockConfig, ConvWeights, Layout, NpuOpKind, Program};
 use crate::error::Result;
 use crate::target::Target;
 
@@ -26,11 +26,16 @@ const SLICE_ALIGN: usize = 16;
 /// second weight stream costs its own fetch latency and command overhead.
 const MIN_WAIT: u64 = 500;
 
+/// Where to cut a convolution: its index, the depth of the first slice, and the block
+/// configuration both slices keep (the whole convolution's, as Vela's slices do: a slice
+/// shallower than its block still fills both cores of a dual-core configuration).
+pub(super) type Cut = (usize, usize, Option<BlockConfig>);
+
 /// The convolutions of the scheduled `program` that wait for their weight copy (estimated on
 /// `laid`'s streams), each with the depth of its first slice: as many bricks of the copy as
 /// the operation before it hides (one brick for the first operation of a stream), so the
 /// first slice starts when its part has arrived and the rest streams in while it computes.
-pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Vec<(usize, usize)>> {
+pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Vec<Cut>> {
     let mut cuts = Vec::new();
     for step in step_estimates(laid, target) {
         let (ops, est) = step?;
@@ -71,21 +76,20 @@ pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Ve
             let bricks = (depth as u64 * hidden / c.max(1)) as usize / SLICE_ALIGN;
             let at =
                 (bricks * SLICE_ALIGN).clamp(SLICE_ALIGN, (depth - 1) / SLICE_ALIGN * SLICE_ALIGN);
-            cuts.push((j, at));
+            cuts.push((j, at, op.block));
         }
     }
     Ok(cuts)
 }
 
 /// Splits convolution `j` of `program` into two along its OFM depth, the first slice of `at`
-/// channels, and keeps `ranges` (IR operator -> program operations) consistent. Returns false
-/// (and changes nothing) where the operation is no convolution or `at` is no brick boundary
-/// inside its depth.
+/// channels, both with `block` (`None`: chosen later, per slice), and keeps `ranges` (IR
+/// operator -> program operations) consistent. Returns false (and changes nothing) where the
+/// operation is no convolution or `at` is no brick boundary inside its depth.
 pub(super) fn split(
     program: &mut Program,
     ranges: &mut [Range<usize>],
-    j: usize,
-    at: usize,
+    (j, at, block): Cut,
 ) -> bool {
     let Some(op) = program.ops.get(j) else {
         return false;
@@ -119,7 +123,7 @@ pub(super) fn split(
         });
         s.ofm.offset += depth_offset(range.start);
         s.ofm.shape = [h, wd, range.len()];
-        s.block = None;
+        s.block = block;
         s
     };
     let (first, second) = (slice(0..at), slice(at..c));
@@ -169,7 +173,7 @@ mod tests {
             let mut p = Program::default();
             p.ops.push(conv(layout, 48));
             let mut ranges = vec![0..1, 1..1];
-            assert!(split(&mut p, &mut ranges, 0, 16));
+            assert!(split(&mut p, &mut ranges, (0, 16, None)));
             assert_eq!(ranges, vec![0..2, 2..2]);
             let [a, b] = [&p.ops[0], &p.ops[1]];
             let (NpuOpKind::Conv(wa), NpuOpKind::Conv(wb)) = (&a.kind, &b.kind) else {
@@ -193,7 +197,7 @@ mod tests {
         p.ops.push(conv(Layout::Nhwc, 48));
         let mut ranges = vec![0..1, 1..1];
         for at in [0, 8, 48, 64] {
-            assert!(!split(&mut p, &mut ranges, 0, at));
+            assert!(!split(&mut p, &mut ranges, (0, at, None)));
         }
         assert_eq!(p.ops.len(), 1);
     }
