@@ -57,9 +57,11 @@ pub struct CompileOptions {
     pub arena_budget: Option<usize>,
     /// Vela's `--optimise Size`: stripe for the smallest arena, at some cost in cycles.
     pub optimise_size: bool,
-    /// The system whose memories time the schedule (set by [`CompileOptions::for_target`]):
-    /// with it, weight copies that would keep the NPU waiting start further ahead
-    /// ([`super::copy_lead`]). `None`: each copy runs during the previous operation only.
+    /// The system whose memories time the schedule (set by [`CompileOptions::for_target`]).
+    /// With it the estimator judges the schedule: weight copies that would keep the NPU
+    /// waiting start further ahead (`copy_lead`), copies nothing can hide are made where that
+    /// is faster, and a convolution still waiting for its copy is split in depth
+    /// (`depth_slice`). `None`: each copy runs during the previous operation only.
     pub timing: Option<crate::target::Target>,
 }
 
