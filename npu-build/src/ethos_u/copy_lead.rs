@@ -171,19 +171,35 @@ fn timing(layout: &Schedule<'_>, first: &Laid, target: &Target) -> Result<Option
         for (j, op) in ops.clone().zip(&est.ops) {
             t.op_cycles[j] = op.end - op.start;
         }
-        let copied: Vec<usize> = ops.filter(|&j| layout.copies[j].is_some()).collect();
-        let dmas: Vec<u64> = est
-            .dmas
-            .iter()
-            .filter(|d| !d.lut)
-            .map(|d| d.end - d.start)
-            .collect();
-        if dmas.len() != copied.len() {
+        let Some(transfers) = copy_transfers(first, ops, &est) else {
             return Ok(None);
-        }
-        for (j, cycles) in copied.into_iter().zip(dmas) {
+        };
+        for (j, cycles) in transfers {
             t.copy_cycles[j] = cycles;
         }
     }
     Ok(Some(t))
+}
+
+/// The operations of `ops` (one command stream of `laid`, estimated as `est`) whose weights are
+/// copied, each with its copy's transfer cycles: the stream's weight DMAs (not LUT loads) are
+/// the copies, in operation order. `None` if the counts disagree.
+pub(super) fn copy_transfers(
+    laid: &Laid,
+    ops: std::ops::Range<usize>,
+    est: &Estimate,
+) -> Option<Vec<(usize, u64)>> {
+    let copied: Vec<usize> = ops
+        .filter(|&j| {
+            let w = laid.placement.weights.get(j).and_then(|w| w.as_ref());
+            w.is_some_and(|w| w.dma.is_some())
+        })
+        .collect();
+    let dmas: Vec<u64> = est
+        .dmas
+        .iter()
+        .filter(|d| !d.lut)
+        .map(|d| d.end - d.start)
+        .collect();
+    (copied.len() == dmas.len()).then(|| copied.into_iter().zip(dmas).collect())
 }

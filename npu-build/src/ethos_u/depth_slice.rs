@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use super::compile::Laid;
-use super::copy_lead::step_estimates;
+use super::copy_lead::{copy_transfers, step_estimates};
 use super::npu_op::{BlockConfig, ConvWeights, Layout, NpuOpKind, Program};
 use crate::error::Result;
 use crate::target::Target;
@@ -42,28 +42,15 @@ pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Ve
         if est.ops.len() != ops.len() {
             continue;
         }
-        let copied: Vec<usize> = ops
-            .clone()
-            .filter(|&j| {
-                let w = laid.placement.weights.get(j).and_then(|w| w.as_ref());
-                w.is_some_and(|w| w.dma.is_some())
-            })
-            .collect();
-        let dmas: Vec<u64> = est
-            .dmas
-            .iter()
-            .filter(|d| !d.lut)
-            .map(|d| d.end - d.start)
-            .collect();
-        if copied.len() != dmas.len() {
+        let Some(transfers) = copy_transfers(laid, ops.clone(), &est) else {
             continue;
-        }
+        };
         let mut prev_end = 0u64;
         for (k, j) in ops.enumerate() {
             let o = &est.ops[k];
             let wait = o.start.saturating_sub(prev_end);
             prev_end = o.end;
-            let Some(c) = copied.iter().position(|&x| x == j).map(|i| dmas[i]) else {
+            let Some(&(_, c)) = transfers.iter().find(|&&(x, _)| x == j) else {
                 continue;
             };
             let op = &program.ops[j];
