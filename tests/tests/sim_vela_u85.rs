@@ -32,54 +32,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "mv2_224/ethos-u85-512",
         "NPU_OP_CONV: chained or non-tiled feature-map storage",
     ),
-    (
-        "op_abs/ethos-u85-128",
-        "output differs from TFLite's: 1017 of 1024 bytes differ",
-    ),
-    (
-        "op_abs/ethos-u85-2048",
-        "output differs from TFLite's: 1017 of 1024 bytes differ",
-    ),
-    (
-        "op_abs/ethos-u85-256",
-        "output differs from TFLite's: 1017 of 1024 bytes differ",
-    ),
-    (
-        "op_abs/ethos-u85-512",
-        "output differs from TFLite's: 1017 of 1024 bytes differ",
-    ),
-    (
-        "op_add/ethos-u85-128",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add/ethos-u85-2048",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add/ethos-u85-256",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add/ethos-u85-512",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add_broadcast/ethos-u85-128",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add_broadcast/ethos-u85-2048",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add_broadcast/ethos-u85-256",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
-    (
-        "op_add_broadcast/ethos-u85-512",
-        "output differs from TFLite's: 1024 of 1024 bytes differ",
-    ),
     ("op_arg_max/ethos-u85-128", "NPU_OP_POOL: this pooling mode"),
     (
         "op_arg_max/ethos-u85-2048",
@@ -184,22 +136,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "NPU_OP_POOL: OFM transpose/reverse",
     ),
     (
-        "op_mul/ethos-u85-128",
-        "output differs from TFLite's: 1019 of 1024 bytes differ",
-    ),
-    (
-        "op_mul/ethos-u85-2048",
-        "output differs from TFLite's: 1019 of 1024 bytes differ",
-    ),
-    (
-        "op_mul/ethos-u85-256",
-        "output differs from TFLite's: 1019 of 1024 bytes differ",
-    ),
-    (
-        "op_mul/ethos-u85-512",
-        "output differs from TFLite's: 1019 of 1024 bytes differ",
-    ),
-    (
         "op_prelu/ethos-u85-128",
         "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
     ),
@@ -214,22 +150,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "op_prelu/ethos-u85-512",
         "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_relu_0_to_1/ethos-u85-128",
-        "output differs from TFLite's: 485 of 1024 bytes differ",
-    ),
-    (
-        "op_relu_0_to_1/ethos-u85-2048",
-        "output differs from TFLite's: 485 of 1024 bytes differ",
-    ),
-    (
-        "op_relu_0_to_1/ethos-u85-256",
-        "output differs from TFLite's: 485 of 1024 bytes differ",
-    ),
-    (
-        "op_relu_0_to_1/ethos-u85-512",
-        "output differs from TFLite's: 485 of 1024 bytes differ",
     ),
     (
         "op_resize_nearest/ethos-u85-128",

@@ -721,7 +721,8 @@ impl VirtualU85 {
             out,
             round,
             scale: Scale::of(s.p1(Cmd1::SET_OFM_SCALE)),
-            per_channel: s.p(Cmd0::SET_OFM_PRECISION) & (1 << 8) != 0,
+            // `scale_mode` (bit 24 of the command): 1 is OFM_SCALE_MODE_GLOBAL.
+            per_channel: s.p(Cmd0::SET_OFM_PRECISION) & (1 << 8) == 0,
         })
     }
 
