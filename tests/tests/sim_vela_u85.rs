@@ -16,22 +16,6 @@ use npu_tests::fixtures_dir;
 
 /// Directories (`model/ethos-u85-N`) expected to fail, with why. Kept exact by the test.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "mv2_224/ethos-u85-128",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
-    ),
-    (
-        "mv2_224/ethos-u85-2048",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
-    ),
-    (
-        "mv2_224/ethos-u85-256",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
-    ),
-    (
-        "mv2_224/ethos-u85-512",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
-    ),
     ("op_arg_max/ethos-u85-128", "NPU_OP_POOL: this pooling mode"),
     (
         "op_arg_max/ethos-u85-2048",
@@ -56,38 +40,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "NPU_OP_POOL: OFM transpose/reverse",
     ),
     (
-        "op_global_avgpool/ethos-u85-128",
-        "NPU_OP_DEPTHWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_global_avgpool/ethos-u85-2048",
-        "NPU_OP_DEPTHWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_global_avgpool/ethos-u85-256",
-        "NPU_OP_DEPTHWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_global_avgpool/ethos-u85-512",
-        "NPU_OP_DEPTHWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_log/ethos-u85-128",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_log/ethos-u85-2048",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_log/ethos-u85-256",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_log/ethos-u85-512",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
         "op_logistic_int16/ethos-u85-128",
         "NPU_OP_POOL: this activation function",
     ),
@@ -105,19 +57,19 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "op_lstm/ethos-u85-128",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
+        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
     ),
     (
         "op_lstm/ethos-u85-2048",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
+        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
     ),
     (
         "op_lstm/ethos-u85-256",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
+        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
     ),
     (
         "op_lstm/ethos-u85-512",
-        "NPU_OP_CONV: chained or non-tiled feature-map storage",
+        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
     ),
     (
         "op_mirror_pad/ethos-u85-128",
@@ -134,22 +86,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "op_mirror_pad/ethos-u85-512",
         "NPU_OP_POOL: OFM transpose/reverse",
-    ),
-    (
-        "op_prelu/ethos-u85-128",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_prelu/ethos-u85-2048",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_prelu/ethos-u85-256",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_prelu/ethos-u85-512",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
     ),
     (
         "op_resize_nearest/ethos-u85-128",
@@ -182,54 +118,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "op_reverse/ethos-u85-512",
         "NPU_OP_POOL: OFM transpose/reverse",
-    ),
-    (
-        "op_rsqrt/ethos-u85-128",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_rsqrt/ethos-u85-2048",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_rsqrt/ethos-u85-256",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_rsqrt/ethos-u85-512",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_softmax/ethos-u85-128",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_softmax/ethos-u85-2048",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_softmax/ethos-u85-256",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_softmax/ethos-u85-512",
-        "NPU_OP_ELEMENTWISE: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_squared_difference/ethos-u85-128",
-        "NPU_OP_POOL: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_squared_difference/ethos-u85-2048",
-        "NPU_OP_POOL: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_squared_difference/ethos-u85-256",
-        "NPU_OP_POOL: chained or non-tiled feature-map storage",
-    ),
-    (
-        "op_squared_difference/ethos-u85-512",
-        "NPU_OP_POOL: chained or non-tiled feature-map storage",
     ),
     ("op_sum/ethos-u85-128", "NPU_OP_POOL: OFM transpose/reverse"),
     (
@@ -381,7 +269,7 @@ fn vela_u85_streams_bit_exact() {
         let result = run_dir(dir, samples);
         match (&result, expected.get(key.as_str())) {
             (Ok(()), None) => passed += 1,
-            (Err(_), Some(_)) => {}
+            (Err(e), Some(_)) => println!("expected failure: {key}: {e}"),
             (Ok(()), Some(why)) => surprises.push(format!(
                 "{key}: listed as unsupported ({why}) but bit-exact now"
             )),

@@ -219,6 +219,9 @@ pub struct VirtualU85 {
     lut: Vec<u8>,
     limits: Limits,
     work: u64,
+    /// The chaining buffer: the last OFM written with `ACTIVATION_STORAGE_CHAINED`, as
+    /// (height, width, depth) and dense values, for an IFM read with that storage.
+    chain: Option<((u64, u64, u64), Vec<i32>)>,
 }
 
 impl core::fmt::Debug for VirtualU85 {
@@ -329,6 +332,7 @@ impl VirtualU85 {
             lut: vec![0; config.lut_bytes as usize],
             limits: Limits::default(),
             work: 0,
+            chain: None,
         }
     }
 
@@ -354,6 +358,7 @@ impl VirtualU85 {
         self.state = U85State::default();
         self.lut.iter_mut().for_each(|b| *b = 0);
         self.work = 0;
+        self.chain = None;
         let mut stats = Stats::default();
         if cop::is_cop1(stream) {
             let cop = Cop1::parse(stream)
@@ -599,9 +604,9 @@ impl VirtualU85 {
                 FmKind::Ifm2 => s.p(Cmd0::SET_IFM2_PRECISION),
                 FmKind::Ofm => ofm,
             };
-            if ActivationStorage::from_bits((p >> 14) as u8) != Some(ActivationStorage::Tile2x2) {
+            if ActivationStorage::from_bits((p >> 14) as u8) == Some(ActivationStorage::Tile3x1) {
                 return Err(SimErrorKind::Unsupported {
-                    what: "chained or non-tiled feature-map storage on the virtual Ethos-U85",
+                    what: "TILE3X1 feature-map storage on the virtual Ethos-U85",
                 });
             }
         }
@@ -611,6 +616,61 @@ impl VirtualU85 {
             });
         }
         Ok(())
+    }
+
+    /// The storage field of a feature map's precision register.
+    fn storage(&self, which: FmKind) -> Option<ActivationStorage> {
+        let p = self.state.p(match which {
+            FmKind::Ifm => Cmd0::SET_IFM_PRECISION,
+            FmKind::Ifm2 => Cmd0::SET_IFM2_PRECISION,
+            FmKind::Ofm => Cmd0::SET_OFM_PRECISION,
+        });
+        ActivationStorage::from_bits((p >> 14) as u8)
+    }
+
+    /// Reads `h x w x d` elements of an input: from memory (tiled storage) or from the
+    /// chaining buffer (chained storage: the previous operation's OFM, which must have exactly
+    /// this extent). Returns the values and the bytes read from memory.
+    fn load(
+        &self,
+        which: FmKind,
+        fm: &FeatureMap,
+        mem: &Regions,
+        (h, w, d): (u64, u64, u64),
+        access: Access,
+    ) -> Result<(Vec<i32>, u64), SimErrorKind> {
+        match self.storage(which) {
+            Some(ActivationStorage::Chained) => match &self.chain {
+                Some((dims, vals)) if *dims == (h, w, d) => Ok((vals.clone(), 0)),
+                _ => Err(SimErrorKind::Unsupported {
+                    what: "a chained input whose extent differs from the chained output's",
+                }),
+            },
+            Some(ActivationStorage::None) => Err(SimErrorKind::Unsupported {
+                what: "reading an input with ACTIVATION_STORAGE_NONE",
+            }),
+            _ => fm.gather(mem, h, w, d, access),
+        }
+    }
+
+    /// Writes the OFM: to memory, or into the chaining buffer. Returns the bytes written.
+    fn store(
+        &mut self,
+        fm: &FeatureMap,
+        mem: &mut Regions,
+        (h, w, d): (u64, u64, u64),
+        values: Vec<i32>,
+    ) -> Result<u64, SimErrorKind> {
+        match self.storage(FmKind::Ofm) {
+            Some(ActivationStorage::Chained) => {
+                self.chain = Some(((h, w, d), values));
+                Ok(0)
+            }
+            Some(ActivationStorage::None) => Err(SimErrorKind::Unsupported {
+                what: "an OFM with ACTIVATION_STORAGE_NONE",
+            }),
+            _ => fm.scatter(mem, h, w, d, &values, Access::OfmWrite),
+        }
     }
 
     fn acc_format(&self) -> AccFormat {
@@ -817,7 +877,7 @@ impl VirtualU85 {
             } else {
                 Access::Ifm2Read
             };
-            let (vals, bytes) = fm.gather(mem, dims.0, dims.1, dims.2, access)?;
+            let (vals, bytes) = self.load(which, &fm, mem, dims, access)?;
             st.read(fm.region, bytes);
             Ok(Input {
                 vals,
@@ -932,7 +992,7 @@ impl VirtualU85 {
                 }
             }
         }
-        let written = ofm.fm.scatter(mem, h, w, d, &result, Access::OfmWrite)?;
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
         st.write(ofm.fm.region, written);
         st.ofm_elements = n;
         Ok(())
@@ -982,7 +1042,13 @@ impl VirtualU85 {
                 });
             }
         }
-        let (vals, read) = ifm.gather(mem, g.ifm_h, g.ifm_w, ifm_d, Access::IfmRead)?;
+        let (vals, read) = self.load(
+            FmKind::Ifm,
+            &ifm,
+            mem,
+            (g.ifm_h, g.ifm_w, ifm_d),
+            Access::IfmRead,
+        )?;
         st.read(ifm.region, read);
         let zp = ifm.zero_point;
         let at = |y: u64, x: u64, c: u64| -> i64 {
@@ -1040,7 +1106,7 @@ impl VirtualU85 {
                 }
             }
         }
-        let written = ofm.fm.scatter(mem, h, w, d, &result, Access::OfmWrite)?;
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
         st.write(ofm.fm.region, written);
         st.ofm_elements = ofm_elems;
         Ok(())
@@ -1180,7 +1246,13 @@ impl VirtualU85 {
         let mut scales = vec![ScaleEntry::default(); d as usize];
         decode_scales_u85(sbytes, wacc, &mut scales).map_err(SimErrorKind::Weights)?;
 
-        let (vals, read) = ifm.gather(mem, g.ifm_h, g.ifm_w, ifm_d, Access::IfmRead)?;
+        let (vals, read) = self.load(
+            FmKind::Ifm,
+            &ifm,
+            mem,
+            (g.ifm_h, g.ifm_w, ifm_d),
+            Access::IfmRead,
+        )?;
         st.read(ifm.region, read);
         let zp = ifm.zero_point;
         let vals: Vec<i64> = vals.iter().map(|&v| v as i64 - zp).collect();
@@ -1225,7 +1297,7 @@ impl VirtualU85 {
                 }
             }
         }
-        let written = ofm.fm.scatter(mem, h, w, d, &result, Access::OfmWrite)?;
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
         st.write(ofm.fm.region, written);
         st.ofm_elements = ofm_elems;
         st.macs = macs_op;
