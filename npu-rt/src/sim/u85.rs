@@ -590,12 +590,11 @@ impl VirtualU85 {
             });
         }
         let ofm = s.p(Cmd0::SET_OFM_PRECISION);
-        if ActivationReverse::from_bits(((ofm >> 9) & 3) as u8) != Some(ActivationReverse::None)
-            || ActivationTranspose::from_bits(((ofm >> 11) & 7) as u8)
-                != Some(ActivationTranspose::Hwc)
-        {
-            return Err(SimErrorKind::Unsupported {
-                what: "OFM transpose/reverse on the virtual Ethos-U85",
+        if ActivationTranspose::from_bits(((ofm >> 11) & 7) as u8).is_none() {
+            return Err(SimErrorKind::InvalidRegister {
+                register: "OFM_PRECISION",
+                value: ofm as u64,
+                reason: "undefined activation_transpose",
             });
         }
         for &k in fm_kinds {
@@ -669,7 +668,18 @@ impl VirtualU85 {
             Some(ActivationStorage::None) => Err(SimErrorKind::Unsupported {
                 what: "an OFM with ACTIVATION_STORAGE_NONE",
             }),
-            _ => fm.scatter(mem, h, w, d, &values, Access::OfmWrite),
+            _ => {
+                let p = self.state.p(Cmd0::SET_OFM_PRECISION);
+                let reverse = ActivationReverse::from_bits(((p >> 9) & 3) as u8);
+                let transpose = ActivationTranspose::from_bits(((p >> 11) & 7) as u8);
+                if reverse == Some(ActivationReverse::None)
+                    && transpose == Some(ActivationTranspose::Hwc)
+                {
+                    return fm.scatter(mem, h, w, d, &values, Access::OfmWrite);
+                }
+                let (dims, stored) = reorder((h, w, d), &values, transpose, reverse)?;
+                fm.scatter(mem, dims.0, dims.1, dims.2, &stored, Access::OfmWrite)
+            }
         }
     }
 
@@ -1303,6 +1313,58 @@ impl VirtualU85 {
         st.macs = macs_op;
         Ok(())
     }
+}
+
+/// Reorders a dense `[h][w][d]` OFM as `OFM_PRECISION` asks before it is stored: transposed
+/// (the OFM size registers give the computed shape, the OFM tile and stride registers the
+/// stored one; `WHC` stores computed `(y, x, c)` at `(x, y, c)`) or reversed along one axis of
+/// the operation's OFM. Returns the stored extent and values. (Vela's
+/// `GenerateOFMPrecision` never combines the two.)
+fn reorder(
+    (h, w, d): (u64, u64, u64),
+    values: &[i32],
+    transpose: Option<ActivationTranspose>,
+    reverse: Option<ActivationReverse>,
+) -> Result<((u64, u64, u64), Vec<i32>), SimErrorKind> {
+    use ActivationTranspose as T;
+    let (Some(transpose), Some(reverse)) = (transpose, reverse) else {
+        return Err(SimErrorKind::Unsupported {
+            what: "undefined OFM transpose/reverse",
+        });
+    };
+    // Stored axis k takes computed axis perm[k] (0 = H, 1 = W, 2 = C).
+    let perm: [usize; 3] = match transpose {
+        T::Hwc => [0, 1, 2],
+        T::Whc => [1, 0, 2],
+        T::Hcw => [0, 2, 1],
+        T::Wch => [1, 2, 0],
+        T::Chw => [2, 0, 1],
+        T::Cwh => [2, 1, 0],
+    };
+    let ext = [h, w, d];
+    let sd = [ext[perm[0]], ext[perm[1]], ext[perm[2]]];
+    let mut out = vec![0i32; values.len()];
+    let mut i = 0usize;
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..d {
+                let mut at = [y, x, c];
+                match reverse {
+                    ActivationReverse::None => {}
+                    ActivationReverse::H => at[0] = h - 1 - y,
+                    ActivationReverse::W => at[1] = w - 1 - x,
+                    ActivationReverse::C => at[2] = d - 1 - c,
+                }
+                let s = [at[perm[0]], at[perm[1]], at[perm[2]]];
+                let j = ((s[0] * sd[1] + s[1]) * sd[2] + s[2]) as usize;
+                if let (Some(o), Some(&v)) = (out.get_mut(j), values.get(i)) {
+                    *o = v;
+                }
+                i += 1;
+            }
+        }
+    }
+    Ok(((sd[0], sd[1], sd[2]), out))
 }
 
 /// The U85 operations the simulator dispatches.
