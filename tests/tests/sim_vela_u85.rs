@@ -40,38 +40,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "NPU_OP_CONV: weights from IFM2 (matmul)",
     ),
     (
-        "op_logistic_int16/ethos-u85-128",
-        "NPU_OP_POOL: this activation function",
-    ),
-    (
-        "op_logistic_int16/ethos-u85-2048",
-        "NPU_OP_POOL: this activation function",
-    ),
-    (
-        "op_logistic_int16/ethos-u85-256",
-        "NPU_OP_POOL: this activation function",
-    ),
-    (
-        "op_logistic_int16/ethos-u85-512",
-        "NPU_OP_POOL: this activation function",
-    ),
-    (
-        "op_lstm/ethos-u85-128",
-        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
-    ),
-    (
-        "op_lstm/ethos-u85-2048",
-        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
-    ),
-    (
-        "op_lstm/ethos-u85-256",
-        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
-    ),
-    (
-        "op_lstm/ethos-u85-512",
-        "NPU_OP_ELEMENTWISE: LUT_TANH/LUT_SIGMOID activation functions",
-    ),
-    (
         "op_resize_nearest/ethos-u85-128",
         "NPU_OP_RESIZE: NPU_OP_RESIZE",
     ),

@@ -754,6 +754,12 @@ impl VirtualU85 {
                 };
                 Some(Lut::Bytes { table: t, offset })
             }
+            // Inferred, pinned by op_logistic_int16 and op_lstm on every U85 configuration: the
+            // int16 SIGMOID/TANH functions give exactly the U55/U65 built-in functions' results
+            // (TFLite's int16 LOGISTIC/TANH) on the OFM-scaled value; the 2048-byte table Vela
+            // DMAs into the LUT memory for them is not read by this model.
+            ActivationFunction::LutSigmoid if fm.elem == 2 => Some(Lut::Sigmoid),
+            ActivationFunction::LutTanh if fm.elem == 2 => Some(Lut::Tanh),
             ActivationFunction::LutS8S32 if fm.elem == 4 => {
                 let mut t = [0i32; 256];
                 for (d, w) in t.iter_mut().zip(lut_bytes(1024)?.chunks_exact(4)) {
