@@ -211,6 +211,9 @@ impl U85State {
     }
 }
 
+/// A dense feature map's extent: (height, width, depth).
+type Dims = (u64, u64, u64);
+
 /// A virtual Ethos-U85 of one configuration.
 pub struct VirtualU85 {
     config: &'static U85Config,
@@ -221,7 +224,7 @@ pub struct VirtualU85 {
     work: u64,
     /// The chaining buffer: the last OFM written with `ACTIVATION_STORAGE_CHAINED`, as
     /// (height, width, depth) and dense values, for an IFM read with that storage.
-    chain: Option<((u64, u64, u64), Vec<i32>)>,
+    chain: Option<(Dims, Vec<i32>)>,
 }
 
 impl core::fmt::Debug for VirtualU85 {
@@ -1244,7 +1247,16 @@ impl VirtualU85 {
             st.read(wregion as u8, len);
             streams.push(bytes);
         }
-        let mut weights = vec![0i16; geom.ohwi_len().map_err(SimErrorKind::Weights)?];
+        let ohwi = geom.ohwi_len().map_err(SimErrorKind::Weights)?;
+        // The weight volume is allocated: bound it as feature maps are.
+        if ohwi as u64 > self.limits.max_elements {
+            return Err(SimErrorKind::LimitExceeded {
+                what: "weights of one operation",
+                requested: ohwi as u64,
+                limit: self.limits.max_elements,
+            });
+        }
+        let mut weights = vec![0i16; ohwi];
         decode_weights_u85(&streams, &geom, &mut weights).map_err(SimErrorKind::Weights)?;
         let sregion = (s.p(Cmd0::SET_SCALE_REGION) & 7) as u8;
         let slen = (s.p1(Cmd1::SET_SCALE_LENGTH).1 & 0xf_ffff) as u64;
@@ -1331,7 +1343,7 @@ fn reorder(
     values: &[i32],
     transpose: Option<ActivationTranspose>,
     reverse: Option<ActivationReverse>,
-) -> Result<((u64, u64, u64), Vec<i32>), SimErrorKind> {
+) -> Result<(Dims, Vec<i32>), SimErrorKind> {
     use ActivationTranspose as T;
     let (Some(transpose), Some(reverse)) = (transpose, reverse) else {
         return Err(SimErrorKind::Unsupported {
@@ -1409,6 +1421,134 @@ impl Op {
                 ElementwiseMode::Shl => E::Shl,
                 _ => E::Add,
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ethos_u::config::ETHOS_U85_256;
+
+    fn words(cmds: &[u32]) -> Vec<u8> {
+        cmds.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// ADD of two 1x1x4 int8 maps with unit scales, written as Vela would.
+    fn add_stream() -> Vec<u32> {
+        let mut v = Vec::new();
+        let mut c0 = |op: Cmd0, p: u16| v.push(op.encode(p));
+        c0(Cmd0::SET_IFM_PRECISION, 1);
+        c0(Cmd0::SET_IFM2_PRECISION, 1);
+        c0(Cmd0::SET_OFM_PRECISION, 0x101);
+        c0(Cmd0::SET_IFM_REGION, 1);
+        c0(Cmd0::SET_IFM2_REGION, 1);
+        c0(Cmd0::SET_OFM_REGION, 1);
+        c0(Cmd0::SET_OFM_DEPTH_M1, 3);
+        c0(Cmd0::SET_IFM_DEPTH_M1, 3);
+        c0(Cmd0::SET_ACTIVATION_MIN, (-128i16) as u16);
+        c0(Cmd0::SET_ACTIVATION_MAX, 127);
+        for (op, payload) in [
+            (Cmd1::SET_IFM_STRIDE_X, 4),
+            (Cmd1::SET_IFM2_STRIDE_X, 4),
+            (Cmd1::SET_OFM_STRIDE_X, 4),
+            (Cmd1::SET_IFM_STRIDE_Y, 4),
+            (Cmd1::SET_IFM2_STRIDE_Y, 4),
+            (Cmd1::SET_OFM_STRIDE_Y, 4),
+            (Cmd1::SET_IFM2_BASE0, 4),
+            (Cmd1::SET_OFM_BASE0, 8),
+            (Cmd1::SET_IFM_SCALE, 1),
+            (Cmd1::SET_IFM2_SCALE, 1),
+            (Cmd1::SET_OFM_SCALE, 1),
+        ] {
+            v.extend(op.encode(0, payload));
+        }
+        v.push(Cmd0::OP_ELEMENTWISE.encode(1));
+        v.push(Cmd0::OP_STOP.encode(0xffff));
+        v
+    }
+
+    #[test]
+    fn elementwise_add_raw_stream() {
+        let mut arena = [1u8, 2, 3, 0x80, 10, 20, 30, 0xff, 0, 0, 0, 0];
+        let mut regions = Regions::new();
+        regions.set_mut(1, &mut arena);
+        let stream = words(&add_stream());
+        let stats = VirtualU85::new(&ETHOS_U85_256)
+            .run(&stream, &mut regions)
+            .expect("runs");
+        assert!(stats.stopped);
+        // 3 + 30, and -128 + -1 saturates.
+        assert_eq!(arena[8..], [11, 22, 33, 0x80]);
+    }
+
+    #[test]
+    fn unsupported_operations_name_offset_and_opcode() {
+        let stream = words(&[
+            Cmd0::SET_BLOCKDEP.encode(0),
+            Cmd0::OP_RESIZE.encode(2),
+            Cmd0::OP_STOP.encode(0),
+        ]);
+        let mut regions = Regions::new();
+        let e = VirtualU85::new(&ETHOS_U85_256)
+            .run(&stream, &mut regions)
+            .expect_err("resize is not modelled");
+        assert_eq!(e.offset, 4);
+        assert_eq!(e.command, Some("NPU_OP_RESIZE"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+        // An out-of-bounds OFM is an error at the operation, not a panic.
+        let mut small = [0u8; 8];
+        let mut regions = Regions::new();
+        regions.set_mut(1, &mut small);
+        let e = VirtualU85::new(&ETHOS_U85_256)
+            .run(&words(&add_stream()), &mut regions)
+            .expect_err("OFM outside the region");
+        assert_eq!(e.command, Some("NPU_OP_ELEMENTWISE"));
+        assert!(matches!(e.kind, SimErrorKind::OutOfBounds { .. }));
+    }
+
+    #[test]
+    fn malformed_streams_do_not_panic() {
+        // Mutations of a valid stream, and operations on whatever registers are left.
+        let base = add_stream();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let ops = [
+            Cmd0::OP_CONV,
+            Cmd0::OP_DEPTHWISE,
+            Cmd0::OP_POOL,
+            Cmd0::OP_ELEMENTWISE,
+            Cmd0::OP_DMA_START,
+        ];
+        let limits = Limits {
+            max_elements: 1 << 16,
+            max_op_macs: 1 << 20,
+            max_run_work: 1 << 22,
+            max_dma_bytes: 1 << 16,
+        };
+        for _ in 0..2000 {
+            let mut v = base.clone();
+            for _ in 0..3 {
+                let i = (next() % v.len() as u64) as usize;
+                let r = next();
+                v[i] = if r % 3 == 0 {
+                    ops[(r >> 8) as usize % ops.len()].encode((r >> 16) as u16)
+                } else {
+                    v[i] ^ (1 << ((r >> 8) % 32))
+                };
+            }
+            let mut arena = [0u8; 64];
+            let weights = [0u8; 64];
+            let mut regions = Regions::new();
+            regions.set(0, &weights).set_mut(1, &mut arena);
+            let _ = VirtualU85::new(&ETHOS_U85_256)
+                .with_limits(limits)
+                .run(&words(&v), &mut regions);
         }
     }
 }
