@@ -13,8 +13,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use npu_rt::ethos_u::config::AcceleratorConfig;
-use npu_rt::sim::{OpKind, Regions, Stats, VirtualNpu};
+use npu_rt::ethos_u::config::{AcceleratorConfig, U85Config};
+use npu_rt::sim::{OpKind, Regions, Stats, VirtualNpu, VirtualU85};
 use serde_json::Value as Json;
 
 use npu_build::error::{Error, Result};
@@ -177,6 +177,13 @@ pub fn estimate_text(e: &Estimate, per_op: bool) -> String {
     s.trim_end().to_string()
 }
 
+/// Which virtual NPU runs a stream.
+#[derive(Clone, Copy, Debug)]
+enum Machine {
+    U55(&'static AcceleratorConfig),
+    U85(&'static U85Config),
+}
+
 /// A compiled directory: command stream, weights and Vela's metadata.
 #[derive(Debug, Clone)]
 pub struct CompiledDir {
@@ -294,7 +301,7 @@ impl CompiledDir {
         inputs: &[Value],
     ) -> Result<(Vec<Value>, Stats)> {
         let (mut arena, mut fast) = (Vec::new(), Vec::new());
-        self.run_on(config, inputs, &mut arena, &mut fast)
+        self.run_on(Machine::U55(config), inputs, &mut arena, &mut fast)
     }
 
     /// Runs the stream on each set of inputs in turn over the same memory, as firmware
@@ -307,7 +314,19 @@ impl CompiledDir {
     ) -> Result<Vec<(Vec<Value>, Stats)>> {
         let (mut arena, mut fast) = (Vec::new(), Vec::new());
         runs.iter()
-            .map(|inputs| self.run_on(config, inputs, &mut arena, &mut fast))
+            .map(|inputs| self.run_on(Machine::U55(config), inputs, &mut arena, &mut fast))
+            .collect()
+    }
+
+    /// [`CompiledDir::run_sequence`] on the virtual Ethos-U85 (for `ethos-u85-*` directories).
+    pub fn run_sequence_u85(
+        &self,
+        config: &'static U85Config,
+        runs: &[Vec<Value>],
+    ) -> Result<Vec<(Vec<Value>, Stats)>> {
+        let (mut arena, mut fast) = (Vec::new(), Vec::new());
+        runs.iter()
+            .map(|inputs| self.run_on(Machine::U85(config), inputs, &mut arena, &mut fast))
             .collect()
     }
 
@@ -358,7 +377,7 @@ impl CompiledDir {
     /// `meta.json` gives; their contents are kept).
     fn run_on(
         &self,
-        config: &'static AcceleratorConfig,
+        machine: Machine,
         inputs: &[Value],
         arena: &mut Vec<u8>,
         fast_arena: &mut Vec<u8>,
@@ -431,15 +450,17 @@ impl CompiledDir {
                 })?
                 .copy_from_slice(&bytes);
         }
-        let mut npu = VirtualNpu::new(config);
         let stats = {
             let mut regions = Regions::new();
             regions.set(0, &self.weights).set_mut(1, arena);
             if fast > 0 {
                 regions.set_mut(2, fast_arena);
             }
-            npu.run(&self.cmd_stream, &mut regions)
-                .map_err(|e| Error::Sim(e.to_string()))?
+            match machine {
+                Machine::U55(config) => VirtualNpu::new(config).run(&self.cmd_stream, &mut regions),
+                Machine::U85(config) => VirtualU85::new(config).run(&self.cmd_stream, &mut regions),
+            }
+            .map_err(|e| Error::Sim(e.to_string()))?
         };
         let mut outputs = Vec::new();
         for (i, &off) in out_offsets.iter().enumerate() {

@@ -20,8 +20,8 @@ pub fn vela_compiled(dir: &std::path::Path) -> bool {
 }
 
 /// Whether `dir` (a `fixtures/<model>/vela/<accel>/` directory) is a compilation for one of the
-/// U55/U65 configurations the virtual NPU runs. The `ethos-u85-*` directories beside them are
-/// Vela's U85 streams (issue 17: a different command set), not yet executable.
+/// U55/U65 configurations `VirtualNpu` runs. The `ethos-u85-*` directories beside them are
+/// Vela's U85 streams (a different command set), run by `VirtualU85` in `sim_vela_u85.rs`.
 pub fn u55_u65_dir(dir: &std::path::Path) -> bool {
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
     npu_build::target::ACCELERATOR_NAMES.contains(&name)

@@ -1,4 +1,5 @@
-//! Accelerator configurations (MACs, cores, shared buffer) of Ethos-U55/U65 variants.
+//! Accelerator configurations (MACs, cores, shared buffer) of Ethos-U55/U65 variants, and the
+//! Ethos-U85 ones ([`U85Config`]).
 //!
 //! One [`AcceleratorConfig`] per hardware configuration Vela knows (`ethos-u55-32` ...
 //! `ethos-u65-512`). The numbers are the ones Arm's Vela 5.2.0 uses
@@ -348,6 +349,163 @@ impl AcceleratorConfig {
     }
 }
 
+/// One Ethos-U85 hardware configuration, as Vela 5.2.0 defines them
+/// (`regor/architecture/ethosu85/ethos_u85.cpp`, `s_EthosU85Configs`).
+///
+/// Kept apart from [`AcceleratorConfig`] (whose shared-buffer and performance fields describe
+/// U55/U65 hardware): the U85 has no SHRAM but separate IFM, accumulator, output and chaining
+/// buffers, and only the virtual U85 uses these values. [`ALL`]/[`NAMES`] stay U55/U65.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct U85Config {
+    /// Vela's name (`ethos-u85-256`).
+    pub name: &'static str,
+    /// MACs per cycle of the whole NPU (all cores).
+    pub macs: u32,
+    /// Cores; each has its own weight decoder (SWD streams `WEIGHT_BASE`, `WEIGHT1_BASE`, ...).
+    pub cores: u32,
+    /// The OFM microblocks the configuration supports (height, width, depth in [`Ublock`]'s
+    /// width/height/depth fields).
+    pub ofm_ublocks: &'static [Ublock],
+    /// IFM microblock.
+    pub ifm_ublock: Ublock,
+    /// Bytes of the IFM buffer.
+    pub ifm_ram_bytes: u32,
+    /// Bytes of the accumulator buffer.
+    pub acc_ram_bytes: u32,
+    /// Bytes of the output buffer.
+    pub ob_ram_bytes: u32,
+    /// Bytes of the chaining buffer (`ACTIVATION_STORAGE_CHAINED`).
+    pub cb_ram_bytes: u32,
+    /// Bytes of the activation LUT memory (Vela's `lutram`, 2048 on every configuration).
+    pub lut_bytes: u32,
+    /// log2 of the number of SRAM AXI ports.
+    pub axi_sram_log2: u32,
+    /// log2 of the number of external AXI ports.
+    pub axi_ext_log2: u32,
+}
+
+impl U85Config {
+    /// The `macs_per_cc` field of the hardware `CONFIG` register (log2 of the MACs).
+    pub const fn hw_macs_per_cc(&self) -> u32 {
+        self.macs.ilog2()
+    }
+
+    /// Looks an Ethos-U85 configuration up by name (`ethos-u85-256`), ASCII case-insensitively.
+    pub fn by_name(name: &str) -> Option<&'static U85Config> {
+        U85_ALL
+            .iter()
+            .copied()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// A microblock given as Vela writes its shapes, (height, width, depth).
+const fn hwc(height: u32, width: u32, depth: u32) -> Ublock {
+    Ublock {
+        width,
+        height,
+        depth,
+    }
+}
+
+const fn u85(
+    name: &'static str,
+    macs: u32,
+    cores: u32,
+    ofm_ublocks: &'static [Ublock],
+    ifm_ublock: Ublock,
+    rams: [u32; 4],
+    axi: (u32, u32),
+) -> U85Config {
+    U85Config {
+        name,
+        macs,
+        cores,
+        ofm_ublocks,
+        ifm_ublock,
+        ifm_ram_bytes: rams[0],
+        acc_ram_bytes: rams[1],
+        ob_ram_bytes: rams[2],
+        cb_ram_bytes: rams[3],
+        lut_bytes: 2048,
+        axi_sram_log2: axi.0,
+        axi_ext_log2: axi.1,
+    }
+}
+
+/// `ethos-u85-128`: 128 MACs, one core.
+pub const ETHOS_U85_128: U85Config = u85(
+    "ethos-u85-128",
+    128,
+    1,
+    &[hwc(1, 2, 8), hwc(1, 1, 16)],
+    hwc(1, 2, 8),
+    [8192, 8192, 2048, 768],
+    (1, 0),
+);
+
+/// `ethos-u85-256`: 256 MACs, one core.
+pub const ETHOS_U85_256: U85Config = u85(
+    "ethos-u85-256",
+    256,
+    1,
+    &[hwc(1, 2, 16), hwc(1, 4, 8), hwc(2, 2, 8)],
+    hwc(2, 2, 8),
+    [16384, 16384, 2048, 1536],
+    (1, 0),
+);
+
+/// `ethos-u85-512`: 512 MACs, two cores.
+pub const ETHOS_U85_512: U85Config = u85(
+    "ethos-u85-512",
+    512,
+    2,
+    &[hwc(2, 2, 16), hwc(1, 4, 16)],
+    hwc(2, 2, 16),
+    [16384, 32768, 4096, 3072],
+    (1, 0),
+);
+
+/// `ethos-u85-1024`: 1024 MACs, four cores.
+pub const ETHOS_U85_1024: U85Config = u85(
+    "ethos-u85-1024",
+    1024,
+    4,
+    &[hwc(2, 2, 32), hwc(1, 4, 32), hwc(2, 4, 16)],
+    hwc(4, 2, 16),
+    [16384, 65536, 4096, 6144],
+    (1, 1),
+);
+
+/// `ethos-u85-2048`: 2048 MACs, four cores.
+pub const ETHOS_U85_2048: U85Config = u85(
+    "ethos-u85-2048",
+    2048,
+    4,
+    &[hwc(2, 2, 64), hwc(1, 4, 64), hwc(4, 4, 16)],
+    hwc(4, 4, 16),
+    [32768, 131072, 8192, 12288],
+    (2, 1),
+);
+
+/// Every Ethos-U85 configuration, smallest first.
+pub static U85_ALL: [&U85Config; 5] = [
+    &ETHOS_U85_128,
+    &ETHOS_U85_256,
+    &ETHOS_U85_512,
+    &ETHOS_U85_1024,
+    &ETHOS_U85_2048,
+];
+
+/// The Ethos-U85 names, in [`U85_ALL`] order.
+pub const U85_NAMES: [&str; 5] = [
+    "ethos-u85-128",
+    "ethos-u85-256",
+    "ethos-u85-512",
+    "ethos-u85-1024",
+    "ethos-u85-2048",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,6 +556,20 @@ mod tests {
                 cfg.name
             );
         }
+    }
+
+    #[test]
+    fn u85_configs() {
+        for (cfg, name) in U85_ALL.iter().zip(U85_NAMES) {
+            assert_eq!(cfg.name, name);
+            assert_eq!(U85Config::by_name(name), Some(*cfg));
+            // Every microblock holds macs / 8 elements (8-wide dot products).
+            for u in cfg.ofm_ublocks {
+                assert_eq!(u.width * u.height * u.depth * 8, cfg.macs, "{name}");
+            }
+        }
+        assert!(U85Config::by_name("ethos-u55-128").is_none());
+        assert_eq!(ETHOS_U85_2048.hw_macs_per_cc(), 11);
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod memory;
 mod ops;
 pub mod regfile;
 mod stats;
+pub mod u85;
 mod weight_cache;
 
 use std::vec;
@@ -48,6 +49,7 @@ pub use error::{Access, SimError, SimErrorKind};
 pub use memory::{BufferId, NUM_REGIONS, Regions};
 pub use state::{FmRegs, RegisterState};
 pub use stats::{OpKind, OpStats, Stats};
+pub use u85::VirtualU85;
 
 /// Bounds on the work of one run; protect against hangs and runaway allocation on malformed
 /// streams. The defaults are far above what real networks need.
@@ -200,7 +202,8 @@ impl VirtualNpu {
             let cop = Cop1::parse(stream)
                 .map_err(|e| SimError::at(e.offset, None, SimErrorKind::Cop(e)))?;
             // Many U85 opcodes share codes with U55/U65 ones of another meaning: running such a
-            // stream would not fail but compute garbage, whatever `check_config` says.
+            // stream would not fail but compute garbage, whatever `check_config` says. The U85
+            // command set has its own model, `VirtualU85`.
             if let Some(Architecture::EthosU85) = cop.architecture() {
                 let value = cop.optimizer_config().map_or(0, |(config, _)| config);
                 return Err(SimError::at(
@@ -209,8 +212,7 @@ impl VirtualNpu {
                     SimErrorKind::InvalidRegister {
                         register: "COP1 OPTIMIZER_CONFIG",
                         value: value as u64,
-                        reason: "the payload is for Ethos-U85, whose command set the virtual NPU \
-                                 does not run yet",
+                        reason: "the payload is for Ethos-U85: run it on `sim::VirtualU85`",
                     },
                 ));
             }
