@@ -1,14 +1,29 @@
 //! Times one inference of Vela's MobileNetV2-224 command stream on the virtual NPU.
 //!
 //! `cargo bench -p npu-rt --features sim --bench sim_mv2 [-- ACCEL [ITERATIONS]]`
-//! (default ethos-u55-128, 20 iterations). Reports the first run (weight streams decoded) and
+//! (default ethos-u55-128, 20 iterations; `ethos-u85-*` runs the virtual Ethos-U85). Reports the first run (weight streams decoded) and
 //! the steady state (decoded weights cached), single-threaded: wall time, and on Linux the
 //! thread's on-CPU time from `/proc/thread-self/schedstat` (meaningful on a loaded machine).
 
 use std::time::{Duration, Instant};
 
-use npu_rt::ethos_u::config::AcceleratorConfig;
-use npu_rt::sim::{Regions, VirtualNpu};
+use npu_rt::ethos_u::config::{AcceleratorConfig, U85Config};
+use npu_rt::sim::{Regions, SimError, Stats, VirtualNpu, VirtualU85};
+
+/// The virtual NPU of either command set.
+enum Engine {
+    U55U65(VirtualNpu),
+    U85(VirtualU85),
+}
+
+impl Engine {
+    fn run(&mut self, stream: &[u8], regions: &mut Regions) -> Result<Stats, SimError> {
+        match self {
+            Engine::U55U65(npu) => npu.run(stream, regions),
+            Engine::U85(npu) => npu.run(stream, regions),
+        }
+    }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -17,7 +32,12 @@ fn main() {
         .collect();
     let accel = args.first().map(String::as_str).unwrap_or("ethos-u55-128");
     let iterations: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20);
-    let config = AcceleratorConfig::by_name(accel).expect("accelerator name");
+    let mut npu = match U85Config::by_name(accel) {
+        Some(u85) => Engine::U85(VirtualU85::new(u85)),
+        None => Engine::U55U65(VirtualNpu::new(
+            AcceleratorConfig::by_name(accel).expect("accelerator name"),
+        )),
+    };
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/mv2_224/vela")
         .join(accel);
@@ -36,9 +56,8 @@ fn main() {
         let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
         s.split_whitespace().next()?.parse().ok()
     };
-    let mut npu = VirtualNpu::new(config);
     let mut arena = vec![0u8; scratch];
-    let mut run = |npu: &mut VirtualNpu| -> (Duration, Option<u64>, u64) {
+    let mut run = |npu: &mut Engine| -> (Duration, Option<u64>, u64) {
         arena.iter_mut().for_each(|b| *b = 0);
         arena[input_offset..input_offset + input.len()].copy_from_slice(input);
         let mut regions = Regions::new();
