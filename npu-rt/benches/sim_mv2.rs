@@ -12,7 +12,7 @@ use npu_rt::sim::{Regions, SimError, Stats, VirtualNpu, VirtualU85};
 
 /// The virtual NPU of either command set.
 enum Engine {
-    U55U65(VirtualNpu),
+    U55U65(Box<VirtualNpu>),
     U85(VirtualU85),
 }
 
@@ -34,9 +34,9 @@ fn main() {
     let iterations: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20);
     let mut npu = match U85Config::by_name(accel) {
         Some(u85) => Engine::U85(VirtualU85::new(u85)),
-        None => Engine::U55U65(VirtualNpu::new(
+        None => Engine::U55U65(Box::new(VirtualNpu::new(
             AcceleratorConfig::by_name(accel).expect("accelerator name"),
-        )),
+        ))),
     };
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/mv2_224/vela")
