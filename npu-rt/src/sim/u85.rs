@@ -39,6 +39,7 @@ use super::error::{Access, SimError, SimErrorKind};
 use super::fmap::{FeatureMap, FmKind};
 use super::memory::Regions;
 use super::ops::output::{Lut, OutputStage};
+use super::ops::pool::{Window, rounded_average, window};
 use super::ops::{Geometry, ofm_dims};
 use super::state::{FmRegs, RegisterState};
 use super::stats::{OpKind, OpStats, Stats};
@@ -1080,28 +1081,12 @@ impl VirtualU85 {
         for oy in 0..h {
             for ox in 0..w {
                 for c in 0..d {
-                    let (mut acc, mut max, mut min, mut count) = (0i64, i64::MIN, i64::MAX, 0i64);
-                    for ky in 0..g.kh {
-                        let Some(iy) = g.source(g.row(oy, ky), g.up_h) else {
-                            continue;
-                        };
-                        for kx in 0..g.kw {
-                            let Some(ix) = g.source(g.col(ox, kx), g.up_w) else {
-                                continue;
-                            };
-                            count += 1;
-                            if sum_channels {
-                                for ic in 0..ifm_d {
-                                    acc += at(iy, ix, ic);
-                                }
-                            } else {
-                                let v = at(iy, ix, c);
-                                acc += v;
-                                max = max.max(v);
-                                min = min.min(v);
-                            }
-                        }
-                    }
+                    let Window {
+                        acc,
+                        max,
+                        min,
+                        count,
+                    } = window(&g, oy, ox, c, ifm_d, sum_channels, &at);
                     let acc = saturate(acc, acc_format);
                     let r = match mode {
                         P::Max => ofm.global(if count == 0 { 0 } else { max })?,
@@ -1109,16 +1094,7 @@ impl VirtualU85 {
                         // Inferred: the hardware divides by the number of valid (non-padding)
                         // positions, rounding half away from zero as TFLite's AVERAGE_POOL_2D,
                         // then applies the OFM scale (Vela writes a unit scale there).
-                        P::Average => {
-                            let avg = if count == 0 {
-                                0
-                            } else if acc >= 0 {
-                                (acc + count / 2) / count
-                            } else {
-                                (acc - count / 2) / count
-                            };
-                            ofm.global(avg)?
-                        }
+                        P::Average => ofm.global(rounded_average(acc, count))?,
                         _ => ofm.global(acc)?,
                     };
                     result.push(ofm.out.finish(r));

@@ -26,6 +26,67 @@ pub(crate) fn saturate_acc(v: i64, acc: AccFormat) -> i64 {
 }
 
 /// Executes one pooling operation.
+/// What one OFM element's kernel window holds: the sum, maximum and minimum of its IFM values
+/// (zero point removed) and the number of positions inside the IFM (padding excluded).
+pub(crate) struct Window {
+    pub acc: i64,
+    pub max: i64,
+    pub min: i64,
+    pub count: i64,
+}
+
+/// The window of OFM element `(oy, ox, c)`; with `sum_channels` (REDUCE_SUM) every IFM channel
+/// of each position is summed instead of channel `c`. `at(y, x, c)` reads the IFM.
+pub(crate) fn window(
+    g: &Geometry,
+    oy: u64,
+    ox: u64,
+    c: u64,
+    ifm_d: u64,
+    sum_channels: bool,
+    at: &impl Fn(u64, u64, u64) -> i64,
+) -> Window {
+    let mut w = Window {
+        acc: 0,
+        max: i64::MIN,
+        min: i64::MAX,
+        count: 0,
+    };
+    for ky in 0..g.kh {
+        let Some(iy) = g.source(g.row(oy, ky), g.up_h) else {
+            continue;
+        };
+        for kx in 0..g.kw {
+            let Some(ix) = g.source(g.col(ox, kx), g.up_w) else {
+                continue;
+            };
+            w.count += 1;
+            if sum_channels {
+                for ic in 0..ifm_d {
+                    w.acc += at(iy, ix, ic);
+                }
+            } else {
+                let v = at(iy, ix, c);
+                w.acc += v;
+                w.max = w.max.max(v);
+                w.min = w.min.min(v);
+            }
+        }
+    }
+    w
+}
+
+/// `acc / count` rounded half away from zero (TFLite's AVERAGE_POOL_2D); 0 for an empty window.
+pub(crate) fn rounded_average(acc: i64, count: i64) -> i64 {
+    if count == 0 {
+        0
+    } else if acc >= 0 {
+        (acc + count / 2) / count
+    } else {
+        (acc - count / 2) / count
+    }
+}
+
 pub(crate) fn run(
     s: &RegisterState,
     mode: PoolingMode,
@@ -84,29 +145,9 @@ pub(crate) fn run(
     for oy in 0..h {
         for ox in 0..w {
             for c in 0..d {
-                let mut acc = 0i64;
-                let mut max = i64::MIN;
-                let mut count = 0i64;
-                for ky in 0..g.kh {
-                    let Some(iy) = g.source(g.row(oy, ky), g.up_h) else {
-                        continue;
-                    };
-                    for kx in 0..g.kw {
-                        let Some(ix) = g.source(g.col(ox, kx), g.up_w) else {
-                            continue;
-                        };
-                        count += 1;
-                        if sum_channels {
-                            for ic in 0..ifm_d {
-                                acc += at(iy, ix, ic);
-                            }
-                        } else {
-                            let v = at(iy, ix, c);
-                            acc += v;
-                            max = max.max(v);
-                        }
-                    }
-                }
+                let Window {
+                    acc, max, count, ..
+                } = window(&g, oy, ox, c, ifm_d, sum_channels, &at);
                 let acc = saturate_acc(acc, acc_format);
                 let r = match mode {
                     PoolingMode::Max => {
@@ -116,15 +157,7 @@ pub(crate) fn run(
                     PoolingMode::ReduceSum => out.scale_global(acc),
                     PoolingMode::Average => match out.scale_mode {
                         OfmScaleMode::Global => out.scale_global(acc),
-                        OfmScaleMode::PerChannel => {
-                            if count == 0 {
-                                0
-                            } else if acc >= 0 {
-                                (acc + count / 2) / count
-                            } else {
-                                (acc - count / 2) / count
-                            }
-                        }
+                        OfmScaleMode::PerChannel => rounded_average(acc, count),
                     },
                 };
                 result.push(out.finish(r));
