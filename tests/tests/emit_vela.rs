@@ -507,6 +507,7 @@ fn softmax_lut_dma_matches_vela() {
             dtype: ElemType::I8,
             zero_point: 0,
             reverse: [false; 2],
+            wrap: None,
         };
         let input = FeatureMap {
             shape: [1, 1, 10],
@@ -766,6 +767,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                 dtype: ifm_type,
                 zero_point: zp(r0(Cmd0::SET_IFM_ZERO_POINT)),
                 reverse: [false; 2],
+                wrap: None,
             },
         };
         let ofm = RegFm {
@@ -788,6 +790,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                 dtype: ofm_type,
                 zero_point: zp(r0(Cmd0::SET_OFM_ZERO_POINT)),
                 reverse: [false; 2],
+                wrap: None,
             },
         };
         let elementwise = matches!(kind, NpuOpKind::Elementwise { .. });
@@ -831,6 +834,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
                             dtype: elem(i2p.precision(), i2p.activation_type()),
                             zero_point,
                             reverse: [false; 2],
+                            wrap: None,
                         };
                         ifm2 = Some(RegFm {
                             region: r0(Cmd0::SET_IFM2_REGION) as u8,

@@ -35,8 +35,15 @@ pub(super) type Cut = (usize, usize, Option<BlockConfig>);
 /// `laid`'s streams), each with the depth of its first slice: as many bricks of the copy as
 /// the operation before it hides (one brick for the first operation of a stream), so the
 /// first slice starts when its part has arrived and the rest streams in while it computes.
-pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Vec<Cut>> {
+///
+/// Also the convolutions whose weights stay in the read-only memory although every OFM block
+/// reads them again there, and the operation waits for that memory (`MIN_WAIT` cycles and 2%
+/// beyond its computation): where no copy of the whole stream fits the arena beside what is
+/// live (size mode, a tight budget), each half may; cut at half the depth, in bricks. Not
+/// inside striped chains.
+pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Cuts> {
     let mut cuts = Vec::new();
+    let mut uncopied = Vec::new();
     for step in step_estimates(laid, target) {
         let (ops, est) = step?;
         if est.ops.len() != ops.len() {
@@ -50,11 +57,24 @@ pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Ve
             let o = &est.ops[k];
             let wait = o.start.saturating_sub(prev_end);
             prev_end = o.end;
-            let Some(&(_, c)) = transfers.iter().find(|&&(x, _)| x == j) else {
-                continue;
-            };
             let op = &program.ops[j];
             let depth = op.ofm.shape[2];
+            let Some(&(_, c)) = transfers.iter().find(|&&(x, _)| x == j) else {
+                let memory_bound = o.cost.cycles() - o.cost.compute;
+                // Striped operations would need their copies for the whole chain, at the
+                // arena's peak: left alone.
+                if matches!(op.kind, NpuOpKind::Conv(_))
+                    && !super::stripe::in_stripes(program, op)
+                    && depth >= 2 * SLICE_ALIGN
+                    && o.cost.blocks > 1.0
+                    && memory_bound >= MIN_WAIT
+                    && memory_bound * 50 >= o.cost.compute
+                {
+                    let at = (depth / 2).div_ceil(SLICE_ALIGN) * SLICE_ALIGN;
+                    uncopied.push((j, at.min((depth - 1) / SLICE_ALIGN * SLICE_ALIGN), op.block));
+                }
+                continue;
+            };
             let slow = wait >= MIN_WAIT && wait * 50 >= o.end - o.start;
             if !matches!(op.kind, NpuOpKind::Conv(_)) || !slow || depth < 2 * SLICE_ALIGN {
                 continue;
@@ -66,7 +86,17 @@ pub(super) fn cuts(program: &Program, laid: &Laid, target: &Target) -> Result<Ve
             cuts.push((j, at, op.block));
         }
     }
-    Ok(cuts)
+    Ok(Cuts {
+        waiting: cuts,
+        uncopied,
+    })
+}
+
+/// What [`cuts`] finds: convolutions waiting for their weight copy, and convolutions
+/// re-reading weights that were not copied.
+pub(super) struct Cuts {
+    pub waiting: Vec<Cut>,
+    pub uncopied: Vec<Cut>,
 }
 
 /// Splits convolution `j` of `program` into two along its OFM depth, the first slice of `at`
@@ -108,7 +138,7 @@ pub(super) fn split(
             values: w.values[range.start * per_channel..range.end * per_channel].to_vec(),
             scales: w.scales[range.clone()].to_vec(),
         });
-        s.ofm.offset += depth_offset(range.start);
+        s.ofm.shift(depth_offset(range.start));
         s.ofm.shape = [h, wd, range.len()];
         s.block = block;
         s

@@ -171,10 +171,14 @@ impl<'a> Emitter<'a> {
             .buffers
             .get(fm.buffer.index())
             .map_or(0, |b| b.size as u64);
-        let addr = base
-            .checked_add(fm.offset as u64)
-            .ok_or_else(|| ctx.limit(format!("{what} address overflows")))?;
-        self.w.check_range(ctx, what, addr, fm.extent() as u64)?;
+        let at = |offset: usize| {
+            base.checked_add(offset as u64)
+                .ok_or_else(|| ctx.limit(format!("{what} address overflows")))
+        };
+        let addr = at(fm.offset)?;
+        for (offset, len) in fm.parts() {
+            self.w.check_range(ctx, what, at(offset)?, len as u64)?;
+        }
         Ok(Fm {
             fm,
             region,
@@ -225,16 +229,20 @@ impl<'a> Emitter<'a> {
             Some(Operand2::Tensor(f)) => Some(self.resolve(&ctx, "IFM2", f)?),
             _ => None,
         };
-        let mut accesses = vec![
-            Access::read(Memory::Region(ifm.region), ifm.addr, op.ifm.extent() as u64),
-            Access::write(Memory::Region(ofm.region), ofm.addr, op.ofm.extent() as u64),
-        ];
-        if let Some(f) = &ifm2_fm {
-            accesses.push(Access::read(
-                Memory::Region(f.region),
-                f.addr,
-                f.fm.extent() as u64,
-            ));
+        let mut accesses = Vec::new();
+        for (f, write) in [(&ifm, false), (&ofm, true)]
+            .into_iter()
+            .chain(ifm2_fm.as_ref().map(|f| (f, false)))
+        {
+            for (offset, len) in f.fm.parts() {
+                let at = f.placed.buffer_addr + offset as u64;
+                let memory = Memory::Region(f.region);
+                accesses.push(if write {
+                    Access::write(memory, at, len as u64)
+                } else {
+                    Access::read(memory, at, len as u64)
+                });
+            }
         }
 
         let lut_slot = self.lut_for(&ctx, index, op, &mut accesses)?;
@@ -555,10 +563,25 @@ impl<'a> Emitter<'a> {
             base += w * sx;
             sx = -sx;
         }
+        // A box wrapping around a ring buffer continues in tile 2 (rows from HEIGHT0 on, all
+        // columns: WIDTH0 is the whole width).
+        let wrap = match f.fm.wrap {
+            Some(w) if w.rows < f.fm.shape[0] => {
+                if f.fm.reverse != [false; 2] {
+                    return Err(ctx.limit(format!("{what}: a wrapped box cannot be reversed")));
+                }
+                Some((w.rows, f.placed.buffer_addr + w.offset as u64))
+            }
+            _ => None,
+        };
         self.w
             .address(ctx, cmds.base[0], &format!("{what} base"), base as u64)?;
-        for &b in &cmds.base[1..] {
-            self.w.address(ctx, b, &format!("{what} base"), 0)?;
+        for (i, &b) in cmds.base.iter().enumerate().skip(1) {
+            let at = match wrap {
+                Some((_, at)) if i == 2 => at,
+                _ => 0,
+            };
+            self.w.address(ctx, b, &format!("{what} base"), at)?;
         }
         if let Some(h_m1) = cmds.height_m1 {
             let v = ctx.minus_one(&format!("{what} height"), f.fm.shape[0], MAX_M1)?;
@@ -569,7 +592,11 @@ impl<'a> Emitter<'a> {
             self.w.cmd0(w_m1, v);
         }
         let h = ctx.minus_one(&format!("{what} height"), f.fm.shape[0], MAX_M1)?;
-        self.w.cmd0(cmds.height0_m1, h);
+        let h0 = match wrap {
+            Some((rows, _)) => ctx.minus_one(&format!("{what} height0"), rows, MAX_M1)?,
+            None => h,
+        };
+        self.w.cmd0(cmds.height0_m1, h0);
         self.w.cmd0(cmds.height1_m1, h);
         let w = ctx.minus_one(&format!("{what} width"), f.fm.shape[1], MAX_M1)?;
         self.w.cmd0(cmds.width0_m1, w);

@@ -166,6 +166,20 @@ pub struct FeatureMap {
     /// MirrorPad writes). The bytes touched are the box's either way; only OFMs of copies use
     /// it.
     pub reverse: [bool; 2],
+    /// The box's rows wrap around a ring buffer (a rolling stripe buffer, see
+    /// `ethos_u::stripe`): rows from `Wrap::rows` on continue at `Wrap::offset` of the same
+    /// buffer (the registers' tile 2) instead of after row `Wrap::rows - 1`.
+    pub wrap: Option<Wrap>,
+}
+
+/// Where the rows of a [`FeatureMap`] continue after a ring buffer's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Wrap {
+    /// Rows of the box before the wrap (at `FeatureMap::offset`), at least 1 and fewer than
+    /// the box's height.
+    pub rows: usize,
+    /// Byte offset in the buffer of the box's row `rows` (the ring's first row).
+    pub offset: usize,
 }
 
 impl FeatureMap {
@@ -187,6 +201,7 @@ impl FeatureMap {
             dtype,
             zero_point,
             reverse: [false; 2],
+            wrap: None,
         }
     }
 
@@ -203,10 +218,42 @@ impl FeatureMap {
             dtype,
             zero_point,
             reverse: [false; 2],
+            wrap: None,
         }
     }
 
-    /// Bytes from `offset` to one past the last element of the box.
+    /// The box's contiguous parts: `(byte offset, bytes from there to one past its last
+    /// element)`; two when the rows wrap around a ring buffer.
+    pub fn parts(&self) -> Vec<(usize, usize)> {
+        match self.wrap {
+            Some(w) if w.rows < self.shape[0] => {
+                let part = |rows: usize| {
+                    FeatureMap {
+                        shape: [rows, self.shape[1], self.shape[2]],
+                        wrap: None,
+                        ..self.clone()
+                    }
+                    .extent()
+                };
+                vec![
+                    (self.offset, part(w.rows)),
+                    (w.offset, part(self.shape[0] - w.rows)),
+                ]
+            }
+            _ => vec![(self.offset, self.extent())],
+        }
+    }
+
+    /// Moves the box `bytes` further into its buffer (a depth slice of it), wrap included.
+    pub fn shift(&mut self, bytes: usize) {
+        self.offset += bytes;
+        if let Some(w) = &mut self.wrap {
+            w.offset += bytes;
+        }
+    }
+
+    /// Bytes from `offset` to one past the last element of the box, as if it did not wrap
+    /// (see [`FeatureMap::parts`]).
     pub fn extent(&self) -> usize {
         let [h, w, c] = self.shape;
         if h == 0 || w == 0 || c == 0 {

@@ -5,12 +5,16 @@
 //! every operation's output is read by the next one only, as its IFM, and by nothing else
 //! (no CPU step, no graph output, no other operation). Striped into `k` stripes, the chain
 //! runs `op1(s0), op2(s0), ..., opN(s0), op1(s1), ...`: stripe `s` of the last operation's OFM
-//! rows needs a range of rows of its IFM (kernel height, stride, dilation, top padding), which
-//! the previous operation computes into a *stripe buffer* holding just those rows, and so on
-//! back to the chain's input, which is read in place. Rows in the halo of two stripes are
-//! computed twice (Vela's rolling buffers avoid that; ours trade those MACs for simple
-//! addressing). The intermediate feature maps' buffers become stripe buffers the height of
-//! the largest stripe's rows, which is what lowers the arena's peak.
+//! rows needs a range of rows of its IFM (kernel height, stride, dilation, top padding); the
+//! previous operation computes those of them no earlier stripe computed, and so on back to the
+//! chain's input, which is read in place. Every row is computed once.
+//!
+//! Between two operations the rows live in a *rolling buffer* (Vela's rolling buffers): a
+//! ring of as many rows as one stripe writes and reads there at once, row `r` at ring row
+//! `r % ring`. A box of rows that runs past the ring's end continues at its start: the
+//! feature-map registers' tile 2 (`HEIGHT0` rows at `BASE0`, the rest at `BASE2`), see
+//! [`super::npu_op::Wrap`]. Those rings replace the intermediate feature maps, which is what
+//! lowers the arena's peak.
 //!
 //! Padding is per stripe: the first stripe keeps the top padding, the last the bottom, the
 //! others read real rows there. Outputs are bit-exact with the unstriped chain: every output
@@ -19,10 +23,23 @@
 use std::ops::Range;
 
 use super::npu_op::{
-    Buffer, BufferId, BufferKind, FeatureMap, NpuOp, NpuOpKind, Operand2, Program,
+    Buffer, BufferId, BufferKind, FeatureMap, NpuOp, NpuOpKind, Operand2, Program, Wrap,
 };
 use crate::ir::Padding;
 use npu_rt::ethos_u::regs::fields::IfmUpscaleMode;
+
+/// What the name of a rolling stripe buffer ends with.
+const STRIPE_SUFFIX: &str = " (stripe)";
+
+/// Whether `op` runs as part of a striped chain (it reads or writes a rolling stripe buffer).
+pub(super) fn in_stripes(program: &Program, op: &NpuOp) -> bool {
+    [op.ifm.buffer, op.ofm.buffer].iter().any(|b| {
+        program
+            .buffers
+            .get(b.index())
+            .is_some_and(|b| b.name.ends_with(STRIPE_SUFFIX))
+    })
+}
 
 /// The IR operator each program operation belongs to (`ranges`: IR operator -> operations).
 pub(super) fn owners(ranges: &[Range<usize>], n_ops: usize) -> Vec<Option<usize>> {
@@ -142,21 +159,35 @@ fn rows_of(fm: &FeatureMap, lo: usize, hi: usize) -> FeatureMap {
     }
 }
 
-/// Per stripe of the chain `ops` cut into `stripes`, the OFM rows of every operation (the
-/// last operation's stripe, then back through each kernel's needs, clamped to the tensors).
+/// IFM rows `[lo, hi)` operation `op` reads for OFM rows `rows`, clamped to its IFM.
+fn window(op: &NpuOp, rows: &Range<usize>) -> Range<usize> {
+    if rows.is_empty() {
+        return 0..0;
+    }
+    let (lo, hi) = needed(op, rows);
+    let h_in = op.ifm.shape[0] as i64;
+    lo.clamp(0, h_in) as usize..hi.clamp(0, h_in) as usize
+}
+
+/// Per stripe of the chain `ops` cut into `stripes`, the OFM rows every operation computes:
+/// the last operation's stripe, then back through each kernel's needs, less the rows an
+/// earlier stripe computed already (they are still in the rolling buffer).
 pub(super) fn plan(ops: &[NpuOp], stripes: usize) -> Vec<Vec<Range<usize>>> {
     let n = ops.len();
     let height = ops[n - 1].ofm.shape[0];
     let rows_per = height.div_ceil(stripes.clamp(1, height.max(1)));
+    let mut done = vec![0usize; n];
     let mut plan = Vec::new();
     let mut s = 0;
     while s < height {
         let mut rows = vec![0..0; n];
         rows[n - 1] = s..(s + rows_per).min(height);
         for i in (1..n).rev() {
-            let (lo, hi) = needed(&ops[i], &rows[i]);
-            let h_in = ops[i].ifm.shape[0] as i64;
-            rows[i - 1] = lo.clamp(0, h_in) as usize..hi.clamp(0, h_in) as usize;
+            let need = window(&ops[i], &rows[i]);
+            rows[i - 1] = done[i - 1]..need.end.max(done[i - 1]);
+        }
+        for (d, r) in done.iter_mut().zip(&rows) {
+            *d = (*d).max(r.end);
         }
         plan.push(rows);
         s += rows_per;
@@ -164,14 +195,47 @@ pub(super) fn plan(ops: &[NpuOp], stripes: usize) -> Vec<Vec<Range<usize>>> {
     plan
 }
 
-/// Bytes of the stripe buffer of each intermediate of the chain `ops` under `plan`.
+/// Rows of the rolling buffer between operations `i` and `i + 1` of the chain under `plan`:
+/// in every stripe, the rows operation `i` writes and those operation `i + 1` reads must all
+/// be there at once.
+fn ring_rows(ops: &[NpuOp], plan: &[Vec<Range<usize>>], i: usize) -> usize {
+    plan.iter()
+        .map(|rows| {
+            let read = window(&ops[i + 1], &rows[i + 1]);
+            let written = &rows[i];
+            match (read.is_empty(), written.is_empty()) {
+                (true, true) => 0,
+                (true, false) => written.len(),
+                (false, true) => read.len(),
+                (false, false) => read.end.max(written.end) - read.start.min(written.start),
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Bytes of the rolling buffer of each intermediate of the chain `ops` under `plan`.
 pub(super) fn stripe_sizes(ops: &[NpuOp], plan: &[Vec<Range<usize>>]) -> Vec<usize> {
     (0..ops.len().saturating_sub(1))
-        .map(|i| {
-            let most = plan.iter().map(|r| r[i].len()).max().unwrap_or(0);
-            most * ops[i].ofm.strides[0]
-        })
+        .map(|i| ring_rows(ops, plan, i) * ops[i].ofm.strides[0])
         .collect()
+}
+
+/// Rows `rows` of `fm`'s tensor in a rolling buffer of `ring` rows (row `r` at ring row
+/// `r % ring`), as a box of `buffer`.
+fn ring_box(fm: &FeatureMap, buffer: BufferId, ring: usize, rows: &Range<usize>) -> FeatureMap {
+    let start = rows.start % ring.max(1);
+    let before_end = ring - start;
+    FeatureMap {
+        buffer,
+        offset: start * fm.strides[0],
+        shape: [rows.len(), fm.shape[1], fm.shape[2]],
+        wrap: (rows.len() > before_end).then_some(Wrap {
+            rows: before_end,
+            offset: 0,
+        }),
+        ..fm.clone()
+    }
 }
 
 /// Stripes `chain` into `stripes` stripes of its last operation's OFM rows: replaces its
@@ -187,12 +251,13 @@ pub(super) fn stripe(
     let n = ops.len();
     let plan = plan(&ops, stripes);
     let sizes = stripe_sizes(&ops, &plan);
+    let rings: Vec<usize> = (0..n - 1).map(|i| ring_rows(&ops, &plan, i)).collect();
     let mut stripe_buf = Vec::with_capacity(n - 1);
     for (i, op) in ops.iter().enumerate().take(n - 1) {
         let old = op.ofm.buffer;
         let id = BufferId(program.buffers.len());
         program.buffers.push(Buffer {
-            name: format!("{} (stripe)", program.buffers[old].name),
+            name: format!("{}{STRIPE_SUFFIX}", program.buffers[old].name),
             size: sizes[i],
             kind: BufferKind::Arena,
             io: None,
@@ -208,16 +273,12 @@ pub(super) fn stripe(
                 continue;
             }
             let mut o = op.clone();
-            // Output: the chain's own OFM rows for the last operation, else the stripe buffer.
+            // Output: the chain's own OFM rows for the last operation, else the rolling
+            // buffer.
             o.ofm = if i == n - 1 {
                 rows_of(&op.ofm, r.start, r.end)
             } else {
-                FeatureMap {
-                    buffer: stripe_buf[i],
-                    offset: 0,
-                    shape: [r.len(), op.ofm.shape[1], op.ofm.shape[2]],
-                    ..op.ofm.clone()
-                }
+                ring_box(&op.ofm, stripe_buf[i], rings[i], r)
             };
             // Input rows and the padding this stripe still needs.
             let (lo, hi) = needed(op, r);
@@ -228,17 +289,13 @@ pub(super) fn stripe(
                 bottom: (hi - in_hi) as usize,
                 ..op.padding
             };
+            let (in_lo, in_hi) = (in_lo as usize, in_hi as usize);
             o.ifm = if i == 0 {
-                rows_of(&op.ifm, in_lo as usize, in_hi as usize)
+                rows_of(&op.ifm, in_lo, in_hi)
             } else {
-                // The previous operation wrote exactly rows [in_lo, in_hi) at the stripe
-                // buffer's start.
-                FeatureMap {
-                    buffer: stripe_buf[i - 1],
-                    offset: 0,
-                    shape: [(in_hi - in_lo) as usize, op.ifm.shape[1], op.ifm.shape[2]],
-                    ..op.ifm.clone()
-                }
+                // This or an earlier stripe of the previous operation wrote those rows, and
+                // none of them has been overwritten yet (`ring_rows`).
+                ring_box(&op.ifm, stripe_buf[i - 1], rings[i - 1], &(in_lo..in_hi))
             };
             if let NpuOpKind::Elementwise {
                 ifm2: Some(Operand2::Tensor(f)),

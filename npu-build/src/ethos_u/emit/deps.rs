@@ -268,7 +268,8 @@ pub(super) fn block_dependency(
         // The previous OFM is a broadcast operand.
         return 0;
     }
-    if !ifm.same_view(&prev.ofm) {
+    // Wrapped boxes (ring buffers) have no single origin to compare jobs by.
+    if !ifm.same_view(&prev.ofm) || ifm.fm.wrap.is_some() || prev.ofm.fm.wrap.is_some() {
         return 0;
     }
     let (Some(prev_area), Some(cur_area)) = (prev.ofm.area(), ifm.area()) else {

@@ -311,6 +311,7 @@ fn flat_view(cx: &mut Lowering<'_>, op: &Op, t: TensorId, shape: [usize; 3]) -> 
         dtype,
         zero_point,
         reverse: [false; 2],
+        wrap: None,
     };
     if !is_contiguous(&own) {
         return Err(cx.limit(

@@ -116,6 +116,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
             dtype,
             zero_point: zp,
             reverse: [false; 2],
+            wrap: None,
         }
     };
     let state = |fm: &FeatureMap, dtype: ElemType, zp: i32| FeatureMap {
@@ -127,6 +128,7 @@ pub(super) fn lower(cx: &mut Lowering<'_>, op: &Op, a: &LstmAttrs) -> Result<()>
         dtype,
         zero_point: zp,
         reverse: [false; 2],
+        wrap: None,
     };
     // Read by the fully-connected halves and written by a raw copy: zero point 0 (the plan
     // folds the zero points into the biases).

@@ -241,6 +241,7 @@ impl<'g> Lowering<'g> {
             dtype,
             zero_point,
             reverse: [false; 2],
+            wrap: None,
         })
     }
 

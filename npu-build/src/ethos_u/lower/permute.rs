@@ -267,6 +267,7 @@ fn dense_fm(cx: &mut Lowering<'_>, op: &Op, t: TensorId) -> Result<FeatureMap> {
         dtype,
         zero_point: 0,
         reverse: [false; 2],
+        wrap: None,
     })
 }
 
