@@ -23,7 +23,7 @@ use crate::ethos_u::numerics;
 use crate::ethos_u::regs::u85::fields::{
     AccFormat, AccInput, AccOutput, ActivationClipRange, ActivationFunction, ActivationReverse,
     ActivationStorage, ActivationTranspose, BroadcastMode, ElementwiseMode, PoolingMode,
-    RoundModeIfm, RoundModeOfm, WeightFormat as RegWeightFormat,
+    ResizeMode, RoundModeIfm, RoundModeOfm, WeightFormat as RegWeightFormat,
 };
 use crate::ethos_u::regs::u85::{Cmd0, Cmd1, Command, Commands};
 use crate::ethos_u::regs::{
@@ -474,14 +474,9 @@ impl VirtualU85 {
             }
             // Everything completes synchronously.
             Cmd0::OP_DMA_WAIT | Cmd0::OP_KERNEL_WAIT | Cmd0::OP_PMU_MASK => return Ok(None),
-            Cmd0::OP_CONV => {
-                if param & 1 != 0 {
-                    return Err(SimErrorKind::Unsupported {
-                        what: "NPU_OP_CONV with weights from IFM2 (matmul)",
-                    });
-                }
-                Op::Conv
-            }
+            // `weights_ifm2` (bit 0): the weights are IFM2, a matrix multiplication.
+            Cmd0::OP_CONV if param & 1 != 0 => Op::MatMul,
+            Cmd0::OP_CONV => Op::Conv,
             Cmd0::OP_DEPTHWISE => Op::Depthwise,
             Cmd0::OP_POOL => Op::Pool(
                 PoolingMode::from_bits((param & 7) as u8)
@@ -492,11 +487,10 @@ impl VirtualU85 {
                     .ok_or_else(|| invalid("NPU_OP_ELEMENTWISE", "undefined elementwise mode"))?,
             ),
             Cmd0::OP_DMA_START => Op::Dma,
-            Cmd0::OP_RESIZE => {
-                return Err(SimErrorKind::Unsupported {
-                    what: "NPU_OP_RESIZE on the virtual Ethos-U85",
-                });
-            }
+            Cmd0::OP_RESIZE => Op::Resize(
+                ResizeMode::from_bits((param & 3) as u8)
+                    .ok_or_else(|| invalid("NPU_OP_RESIZE", "undefined resize mode"))?,
+            ),
             _ => return Ok(None),
         };
         let mut st = OpStats::new(offset, kind.stats_kind());
@@ -505,6 +499,8 @@ impl VirtualU85 {
             Op::Elementwise(mode) => self.elementwise(mode, regions, &mut st)?,
             Op::Pool(mode) => self.pool(mode, regions, &mut st)?,
             Op::Conv => self.conv(false, regions, &mut st)?,
+            Op::MatMul => self.matmul(regions, &mut st)?,
+            Op::Resize(mode) => self.resize(mode, regions, &mut st)?,
             Op::Depthwise => self.conv(true, regions, &mut st)?,
         }
         let work = st
@@ -1026,6 +1022,9 @@ impl VirtualU85 {
         st: &mut OpStats,
     ) -> Result<(), SimErrorKind> {
         use PoolingMode as P;
+        if matches!(mode, P::ArgmaxX | P::ArgmaxY) {
+            return self.argmax(mode == P::ArgmaxY, mem, st);
+        }
         if !matches!(mode, P::Max | P::Min | P::Average | P::Sum | P::ReduceSum) {
             return Err(SimErrorKind::Unsupported {
                 what: "this pooling mode on the virtual Ethos-U85",
@@ -1098,6 +1097,291 @@ impl VirtualU85 {
                         _ => ofm.global(acc)?,
                     };
                     result.push(ofm.out.finish(r));
+                }
+            }
+        }
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = ofm_elems;
+        Ok(())
+    }
+
+    /// `NPU_OP_POOL` with `POOLING_MODE_ARGMAX_X`/`_Y`: for each OFM element, the position of
+    /// the largest value of its kernel window along X (or Y), counted from the window's start.
+    ///
+    /// Vela (GEN `GetPoolingMode`, `GenerateOFMScalingForPooling`) gives the window the whole
+    /// reduced axis (kernel 1 along the other), and an OFM scale of 1 with shift 16 "to
+    /// separate values and indices": the accumulator carries the index above bit 16.
+    /// *Inferred* (pinned by op_arg_max): the accumulator is `index << 16` plus the value's low
+    /// 16 bits, and ties give the first position (TFLite's ARG_MAX). As the low half is not
+    /// known for certain, only the truncating shift-by-16 scales Vela writes are modelled.
+    fn argmax(
+        &mut self,
+        along_y: bool,
+        mem: &mut Regions,
+        st: &mut OpStats,
+    ) -> Result<(), SimErrorKind> {
+        self.check_common(&[FmKind::Ifm, FmKind::Ofm])?;
+        let c = self.state.common();
+        let (h, w, d) = ofm_dims(&c);
+        let g = Geometry::new(&c, h, w)?;
+        let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        let ofm = self.ofm(&c)?;
+        if c.pad.iter().any(|&p| p != 0) {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling with IFM padding (Vela emits none)",
+            });
+        }
+        if (along_y && g.kw != 1) || (!along_y && g.kh != 1) {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling with a kernel wider than 1 across the reduced axis",
+            });
+        }
+        if ifm.elem > 2 {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling of a 32-bit IFM (the value shares a 32-bit accumulator)",
+            });
+        }
+        let truncating = matches!(
+            ofm.round,
+            RoundModeOfm::TruncateToLower | RoundModeOfm::TruncateToZero
+        );
+        if ofm.per_channel || ofm.scale.scale != 1 || ofm.scale.shift != 16 || !truncating {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling with an OFM scale other than 1, shift 16, truncating",
+            });
+        }
+        let ofm_elems = h.saturating_mul(w).saturating_mul(d);
+        let work = ofm_elems.saturating_mul(g.kh.saturating_mul(g.kw));
+        let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(d);
+        for (what, n) in [
+            ("OFM elements of one operation", ofm_elems),
+            ("IFM elements of one operation", ifm_elems),
+            ("pooling work of one operation", work),
+        ] {
+            if n > self.limits.max_elements {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit: self.limits.max_elements,
+                });
+            }
+        }
+        let (vals, read) = self.load(
+            FmKind::Ifm,
+            &ifm,
+            mem,
+            (g.ifm_h, g.ifm_w, d),
+            Access::IfmRead,
+        )?;
+        st.read(ifm.region, read);
+        let mut result = Vec::with_capacity(ofm_elems as usize);
+        for oy in 0..h {
+            for ox in 0..w {
+                for ch in 0..d {
+                    // (index, value) of the first largest value; the zero point does not change
+                    // the order.
+                    let mut best: Option<(u64, i32)> = None;
+                    for ky in 0..g.kh {
+                        let Some(iy) = g.source(g.row(oy, ky), g.up_h) else {
+                            continue;
+                        };
+                        for kx in 0..g.kw {
+                            let Some(ix) = g.source(g.col(ox, kx), g.up_w) else {
+                                continue;
+                            };
+                            let i = ((iy * g.ifm_w + ix) * d + ch) as usize;
+                            let v = vals.get(i).copied().unwrap_or(0);
+                            let k = if along_y { ky } else { kx };
+                            if best.is_none_or(|(_, b)| v > b) {
+                                best = Some((k, v));
+                            }
+                        }
+                    }
+                    let (index, value) = best.unwrap_or((0, 0));
+                    let acc = ((index as i64) << 16) | (value as i64 & 0xffff);
+                    result.push(ofm.out.finish(ofm.global(acc)?));
+                }
+            }
+        }
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = ofm_elems;
+        Ok(())
+    }
+
+    /// `NPU_OP_CONV` with `weights_ifm2`: a matrix multiplication whose weights are a feature
+    /// map. GEN `GenerateConvolutionOp` ("dynamic weights") and Vela's `DecomposeMatmul`: the
+    /// IFM holds the left matrix's rows along W and the contracted axis along C, IFM2 the right
+    /// matrix's columns along W and the contracted axis along C, the OFM the rows along W and
+    /// the columns along C; both inputs have the same precision, the OFM scale is global and
+    /// there is no bias. So `OFM[0][m][n] = sum_k (IFM[0][m][k] - zp) * (IFM2[0][n][k] - zp2)`,
+    /// accumulated as `ACC_FORMAT` says, then scaled by `OFM_SCALE`. Vela only emits 1x1
+    /// kernels, stride 1, no padding and one OFM row (leading axes become separate
+    /// operations); anything else is refused, as the IFM2 layout it would need is not known.
+    fn matmul(&mut self, mem: &mut Regions, st: &mut OpStats) -> Result<(), SimErrorKind> {
+        self.check_common(&[FmKind::Ifm, FmKind::Ifm2, FmKind::Ofm])?;
+        let c = self.state.common();
+        let (h, w, d) = ofm_dims(&c);
+        let ks = KernelStride(c.kernel_stride);
+        let unit_kernel = c.kernel_height_m1 == 0
+            && c.kernel_width_m1 == 0
+            && ks.stride_x() == 1
+            && ks.stride_y() == 1
+            && c.pad.iter().all(|&p| p == 0);
+        if !unit_kernel || h != 1 {
+            return Err(SimErrorKind::Unsupported {
+                what: "NPU_OP_CONV with weights from IFM2 other than Vela's 1x1, one-row matrix multiplication",
+            });
+        }
+        let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        let ifm2 = FeatureMap::new(&c.ifm2, FmKind::Ifm2)?;
+        let ofm = self.ofm(&c)?;
+        if ofm.per_channel {
+            return Err(SimErrorKind::Unsupported {
+                what: "a matrix multiplication with per-channel OFM scaling (Vela writes a global scale)",
+            });
+        }
+        let acc_format = self.acc_format();
+        let k = c.ifm_depth_m1 as u64 + 1;
+        let ofm_elems = w.saturating_mul(d);
+        let macs = ofm_elems.saturating_mul(k);
+        for (what, n, limit) in [
+            (
+                "OFM elements of one operation",
+                ofm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "IFM elements of one operation",
+                w.saturating_mul(k),
+                self.limits.max_elements,
+            ),
+            (
+                "IFM2 elements of one operation",
+                d.saturating_mul(k),
+                self.limits.max_elements,
+            ),
+            ("MACs of one operation", macs, self.limits.max_op_macs),
+        ] {
+            if n > limit {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit,
+                });
+            }
+        }
+        let (a, read) = self.load(FmKind::Ifm, &ifm, mem, (1, w, k), Access::IfmRead)?;
+        st.read(ifm.region, read);
+        let (b, read) = self.load(FmKind::Ifm2, &ifm2, mem, (1, d, k), Access::Ifm2Read)?;
+        st.read(ifm2.region, read);
+        let (za, zb) = (ifm.zero_point, ifm2.zero_point);
+        let mut result = Vec::with_capacity(ofm_elems as usize);
+        for row in a.chunks_exact(k as usize) {
+            for col in b.chunks_exact(k as usize) {
+                let acc = row.iter().zip(col).fold(0i64, |acc, (&x, &y)| {
+                    saturate(acc + (x as i64 - za) * (y as i64 - zb), acc_format)
+                });
+                result.push(ofm.out.finish(ofm.global(acc)?));
+            }
+        }
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = ofm_elems;
+        st.macs = macs;
+        Ok(())
+    }
+
+    /// `NPU_OP_RESIZE`: nearest or bilinear resampling of the IFM into the OFM (GEN
+    /// `GenerateResizeOp`, TOSA RESIZE semantics). Per axis, OFM position `o` maps to
+    /// `o * d + offset` in units of `1/n` IFM pixels, where `n = RESIZE_*_SCALE_N_M1 + 1` and
+    /// the step `d/n` is the register's `one_step_int`, `one_step_mod` (`d = int * n + mod`);
+    /// `blk_step` is the step over an OFM block (`(block - 1) * d`, checked). The IFM is
+    /// `KERNEL_HEIGHT_M1 + 1` rows by `KERNEL_WIDTH_M1 + 1` columns (what Vela writes there),
+    /// positions outside it clamp to its edge. NEAREST takes pixel `floor(p / n)`, or the next
+    /// one when the remainder is at least `n / 2`; BILINEAR weights the two neighbours of each
+    /// axis by `n - rem` and `rem`. Vela writes an OFM scale of 1 with shift `16 + s` (`2^-s`
+    /// the TOSA output scale): *inferred* (pinned by op_resize_nearest, nearest with `s = 0`),
+    /// the result enters the OFM scaling as TOSA's value times 2^16.
+    fn resize(
+        &mut self,
+        mode: ResizeMode,
+        mem: &mut Regions,
+        st: &mut OpStats,
+    ) -> Result<(), SimErrorKind> {
+        if mode == ResizeMode::Replicate {
+            return Err(SimErrorKind::Unsupported {
+                what: "RESIZE_MODE_REPLICATE (Vela never emits it)",
+            });
+        }
+        self.check_common(&[FmKind::Ifm, FmKind::Ofm])?;
+        let s = &self.state;
+        let c = s.common();
+        let (h, w, d) = ofm_dims(&c);
+        let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        let ofm = self.ofm(&c)?;
+        if ofm.per_channel {
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize with per-channel OFM scaling (Vela writes a global scale)",
+            });
+        }
+        if s.p(Cmd0::SET_IFM2_ZERO_POINT) != 0 {
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize with a non-zero IFM2_ZERO_POINT (Vela writes 0; its role is not known)",
+            });
+        }
+        let x = ResizeAxis::of(
+            s,
+            (Cmd0::SET_RESIZE_X_SCALE_N_M1, Cmd1::SET_RESIZE_X_STEP),
+            Cmd0::SET_RESIZE_X_OFFSET,
+            s.p(Cmd0::SET_OFM_BLK_WIDTH_M1) & 0x7f,
+        )?;
+        let y = ResizeAxis::of(
+            s,
+            (Cmd0::SET_RESIZE_Y_SCALE_N_M1, Cmd1::SET_RESIZE_Y_STEP),
+            Cmd0::SET_RESIZE_Y_OFFSET,
+            s.p(Cmd0::SET_OFM_BLK_HEIGHT_M1) & 0x7f,
+        )?;
+        let (ih, iw) = (c.kernel_height_m1 as u64 + 1, c.kernel_width_m1 as u64 + 1);
+        let ofm_elems = h.saturating_mul(w).saturating_mul(d);
+        let ifm_elems = ih.saturating_mul(iw).saturating_mul(d);
+        for (what, n) in [
+            ("OFM elements of one operation", ofm_elems),
+            ("IFM elements of one operation", ifm_elems),
+        ] {
+            if n > self.limits.max_elements {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit: self.limits.max_elements,
+                });
+            }
+        }
+        let (vals, read) = self.load(FmKind::Ifm, &ifm, mem, (ih, iw, d), Access::IfmRead)?;
+        st.read(ifm.region, read);
+        let zp = ifm.zero_point;
+        let at = |iy: u64, ix: u64, ch: u64| -> i64 {
+            vals.get(((iy * iw + ix) * d + ch) as usize)
+                .copied()
+                .unwrap_or(0) as i64
+                - zp
+        };
+        let rows: Vec<[(u64, i64); 2]> = (0..h).map(|o| y.taps(o, ih, mode)).collect();
+        let cols: Vec<[(u64, i64); 2]> = (0..w).map(|o| x.taps(o, iw, mode)).collect();
+        let mut result = Vec::with_capacity(ofm_elems as usize);
+        for ry in &rows {
+            for cx in &cols {
+                for ch in 0..d {
+                    let mut acc = 0i64;
+                    for &(iy, wy) in ry {
+                        for &(ix, wx) in cx {
+                            if wy != 0 && wx != 0 {
+                                acc += at(iy, ix, ch) * wy * wx;
+                            }
+                        }
+                    }
+                    result.push(ofm.out.finish(ofm.global(acc << 16)?));
                 }
             }
         }
@@ -1309,6 +1593,65 @@ impl VirtualU85 {
     }
 }
 
+/// One axis of `NPU_OP_RESIZE`: OFM position `o` samples the IFM at `(o * d + offset) / n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ResizeAxis {
+    n: i64,
+    d: i64,
+    offset: i64,
+}
+
+impl ResizeAxis {
+    /// Decodes `RESIZE_*_SCALE_N_M1` (11 bits), `RESIZE_*_STEP` (`one_step_int` parameter bits
+    /// 0..=3, `blk_step_int` 4..=14, `one_step_mod` payload bits 0..=10, `blk_step_mod`
+    /// 16..=26) and `RESIZE_*_OFFSET` (12-bit signed). `blk_m1` is the OFM block extent minus
+    /// one along the axis, which the block step must agree with.
+    fn of(
+        s: &U85State,
+        (scale, step): (Cmd0, Cmd1),
+        offset: Cmd0,
+        blk_m1: u16,
+    ) -> Result<Self, SimErrorKind> {
+        let n = (s.p(scale) & 0x7ff) as i64 + 1;
+        let (sp, sv) = s.p1(step);
+        let (one_int, blk_int) = ((sp & 0xf) as i64, ((sp >> 4) & 0x7ff) as i64);
+        let (one_mod, blk_mod) = ((sv & 0x7ff) as i64, ((sv >> 16) & 0x7ff) as i64);
+        if one_mod >= n || blk_mod >= n {
+            return Err(SimErrorKind::InvalidRegister {
+                register: step.name(),
+                value: ((sp as u64) << 32) | sv as u64,
+                reason: "step remainder not below the scale numerator",
+            });
+        }
+        let d = one_int * n + one_mod;
+        // The hardware advances block by block with the block step and pixel by pixel with
+        // the one-pixel step; both describe one scale only if they agree.
+        if blk_m1 as i64 * d != blk_int * n + blk_mod {
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize whose block step disagrees with its one-pixel step and OFM block size",
+            });
+        }
+        let raw = s.p(offset) & 0xfff;
+        let offset = ((raw as i64) << 52) >> 52;
+        Ok(ResizeAxis { n, d, offset })
+    }
+
+    /// The (IFM index, weight) pairs OFM position `o` reads on an IFM axis of `extent`; the
+    /// weights are in units of `1/n` (nearest: one tap of weight 1 and one of weight 0).
+    fn taps(self, o: u64, extent: u64, mode: ResizeMode) -> [(u64, i64); 2] {
+        let p = o as i64 * self.d + self.offset;
+        let (i, rem) = (p.div_euclid(self.n), p.rem_euclid(self.n));
+        let clamp = |i: i64| i.clamp(0, extent as i64 - 1) as u64;
+        match mode {
+            ResizeMode::Nearest => {
+                let i = if 2 * rem >= self.n { i + 1 } else { i };
+                [(clamp(i), 1), (0, 0)]
+            }
+            _ => [(clamp(i), self.n - rem), (clamp(i + 1), rem)],
+        }
+    }
+}
+
 /// Reorders a dense `[h][w][d]` OFM as `OFM_PRECISION` asks before it is stored: transposed
 /// (the OFM size registers give the computed shape, the OFM tile and stride registers the
 /// stored one; `WHC` stores computed `(y, x, c)` at `(x, y, c)`) or reversed along one axis of
@@ -1369,19 +1712,27 @@ enum Op {
     Pool(PoolingMode),
     Elementwise(ElementwiseMode),
     Dma,
+    /// `NPU_OP_CONV` with `weights_ifm2`.
+    MatMul,
+    Resize(ResizeMode),
 }
 
 impl Op {
     /// The counter kind. U85 modes without a U55/U65 counterpart are counted under the nearest
-    /// one (SUM and MIN pooling as AVERAGE and MAX): the counters are for reporting only.
+    /// one (SUM and MIN pooling as AVERAGE and MAX, ARGMAX as MAX, matrix multiplication as a
+    /// convolution, resize as AVERAGE pooling): the counters are for reporting only.
     fn stats_kind(self) -> OpKind {
         use common::{ElementwiseMode as E, PoolingMode as P};
         match self {
-            Op::Conv => OpKind::Conv,
+            Op::Conv | Op::MatMul => OpKind::Conv,
+            Op::Resize(_) => OpKind::Pool(P::Average),
             Op::Depthwise => OpKind::Depthwise,
             Op::Dma => OpKind::Dma,
             Op::Pool(m) => OpKind::Pool(match m {
-                PoolingMode::Max | PoolingMode::Min => P::Max,
+                PoolingMode::Max
+                | PoolingMode::Min
+                | PoolingMode::ArgmaxX
+                | PoolingMode::ArgmaxY => P::Max,
                 PoolingMode::ReduceSum => P::ReduceSum,
                 _ => P::Average,
             }),
