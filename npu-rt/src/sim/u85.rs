@@ -1236,6 +1236,11 @@ impl VirtualU85 {
         }
         let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
         let ifm2 = FeatureMap::new(&c.ifm2, FmKind::Ifm2)?;
+        if ifm.elem != ifm2.elem || ifm.elem > 2 {
+            return Err(SimErrorKind::Unsupported {
+                what: "a matrix multiplication whose inputs are not both 8-bit or both 16-bit (Vela's only forms)",
+            });
+        }
         let ofm = self.ofm(&c)?;
         if ofm.per_channel {
             return Err(SimErrorKind::Unsupported {
@@ -1320,6 +1325,13 @@ impl VirtualU85 {
         let c = s.common();
         let (h, w, d) = ofm_dims(&c);
         let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        if ifm.elem > 2 {
+            // Vela resizes 8- and 16-bit maps; a 32-bit one would not fit the model's 2^16
+            // scaled accumulator.
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize of a 32-bit IFM",
+            });
+        }
         let ofm = self.ofm(&c)?;
         if ofm.per_channel {
             return Err(SimErrorKind::Unsupported {
@@ -1813,13 +1825,13 @@ mod tests {
     fn unsupported_operations_name_offset_and_opcode() {
         let stream = words(&[
             Cmd0::SET_BLOCKDEP.encode(0),
-            Cmd0::OP_RESIZE.encode(2),
+            Cmd0::OP_RESIZE.encode(1),
             Cmd0::OP_STOP.encode(0),
         ]);
         let mut regions = Regions::new();
         let e = VirtualU85::new(&ETHOS_U85_256)
             .run(&stream, &mut regions)
-            .expect_err("resize is not modelled");
+            .expect_err("replicating resize is not modelled");
         assert_eq!(e.offset, 4);
         assert_eq!(e.command, Some("NPU_OP_RESIZE"));
         assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
@@ -1832,6 +1844,217 @@ mod tests {
             .expect_err("OFM outside the region");
         assert_eq!(e.command, Some("NPU_OP_ELEMENTWISE"));
         assert!(matches!(e.kind, SimErrorKind::OutOfBounds { .. }));
+    }
+
+    /// Commands programming an NHWC feature map `(h, w, c)` of `elem`-byte elements at `base`
+    /// in region 1 with precision parameter `precision`.
+    fn fm(
+        which: FmKind,
+        (h, w, c): (u16, u16, u16),
+        elem: u32,
+        base: u32,
+        precision: u16,
+    ) -> Vec<u32> {
+        use Cmd0 as C;
+        use Cmd1 as D;
+        let (prec, region, base0, h0, h1, w0, sx, sy, sc) = match which {
+            FmKind::Ifm => (
+                C::SET_IFM_PRECISION,
+                C::SET_IFM_REGION,
+                D::SET_IFM_BASE0,
+                C::SET_IFM_HEIGHT0_M1,
+                C::SET_IFM_HEIGHT1_M1,
+                C::SET_IFM_WIDTH0_M1,
+                D::SET_IFM_STRIDE_X,
+                D::SET_IFM_STRIDE_Y,
+                D::SET_IFM_STRIDE_C,
+            ),
+            FmKind::Ifm2 => (
+                C::SET_IFM2_PRECISION,
+                C::SET_IFM2_REGION,
+                D::SET_IFM2_BASE0,
+                C::SET_IFM2_HEIGHT0_M1,
+                C::SET_IFM2_HEIGHT1_M1,
+                C::SET_IFM2_WIDTH0_M1,
+                D::SET_IFM2_STRIDE_X,
+                D::SET_IFM2_STRIDE_Y,
+                D::SET_IFM2_STRIDE_C,
+            ),
+            FmKind::Ofm => (
+                C::SET_OFM_PRECISION,
+                C::SET_OFM_REGION,
+                D::SET_OFM_BASE0,
+                C::SET_OFM_HEIGHT0_M1,
+                C::SET_OFM_HEIGHT1_M1,
+                C::SET_OFM_WIDTH0_M1,
+                D::SET_OFM_STRIDE_X,
+                D::SET_OFM_STRIDE_Y,
+                D::SET_OFM_STRIDE_C,
+            ),
+        };
+        let mut v = vec![
+            prec.encode(precision),
+            region.encode(1),
+            h0.encode(h - 1),
+            h1.encode(h - 1),
+            w0.encode(w - 1),
+        ];
+        let (c32, w32) = (c as u32, w as u32);
+        for (op, payload) in [
+            (base0, base),
+            (sc, elem),
+            (sx, c32 * elem),
+            (sy, w32 * c32 * elem),
+        ] {
+            v.extend(op.encode(0, payload));
+        }
+        if which == FmKind::Ofm {
+            v.push(C::SET_OFM_HEIGHT_M1.encode(h - 1));
+            v.push(C::SET_OFM_WIDTH_M1.encode(w - 1));
+            v.push(C::SET_OFM_DEPTH_M1.encode(c - 1));
+        }
+        v
+    }
+
+    /// Runs `cmds` then `NPU_OP_STOP` on a 256-byte region 1 holding `init` at 0.
+    fn run_on(cmds: &[u32], init: &[u8]) -> Result<Vec<u8>, SimError> {
+        let mut arena = [0u8; 256];
+        arena[..init.len()].copy_from_slice(init);
+        let mut v = cmds.to_vec();
+        v.push(Cmd0::OP_STOP.encode(0));
+        let mut regions = Regions::new();
+        regions.set_mut(1, &mut arena);
+        VirtualU85::new(&ETHOS_U85_256).run(&words(&v), &mut regions)?;
+        Ok(arena.to_vec())
+    }
+
+    /// `OFM_SCALE` parameter: shift, and round mode in bits 13..=15.
+    fn ofm_scale(shift: u16, round: RoundModeOfm, scale: u32) -> [u32; 2] {
+        Cmd1::SET_OFM_SCALE.encode(shift | ((round as u16) << 13), scale)
+    }
+
+    #[test]
+    fn argmax_along_x_and_y_first_largest_wins() {
+        // ARGMAX_X over rows [3, 7, 7, -2] and [-5, -6, -1, -1] (int8 at 0): the first largest
+        // positions are 1 and 2. Int32 OFM at 64, no clip.
+        let mut v = fm(FmKind::Ifm, (2, 4, 1), 1, 0, 1);
+        v.extend(fm(FmKind::Ofm, (2, 1, 1), 4, 64, 0x105));
+        v.push(Cmd0::SET_IFM_DEPTH_M1.encode(0));
+        v.push(Cmd0::SET_KERNEL_WIDTH_M1.encode(3));
+        v.push(Cmd0::SET_ACTIVATION.encode(0x1000));
+        v.extend(ofm_scale(16, RoundModeOfm::TruncateToLower, 1));
+        v.push(Cmd0::OP_POOL.encode(PoolingMode::ArgmaxX as u16));
+        let ifm = [3u8, 7, 7, 0xfe, 0xfb, 0xfa, 0xff, 0xff];
+        let out = run_on(&v, &ifm).expect("runs");
+        assert_eq!(out[64..72], [1, 0, 0, 0, 2, 0, 0, 0]);
+
+        // ARGMAX_Y over 3 rows of 2 channels: channel 0 [1, 5, 2] -> 1, channel 1
+        // [-1, -1, -3] -> 0.
+        let mut v = fm(FmKind::Ifm, (3, 1, 2), 1, 0, 1);
+        v.extend(fm(FmKind::Ofm, (1, 1, 2), 4, 64, 0x105));
+        v.push(Cmd0::SET_KERNEL_HEIGHT_M1.encode(2));
+        v.push(Cmd0::SET_ACTIVATION.encode(0x1000));
+        v.extend(ofm_scale(16, RoundModeOfm::TruncateToLower, 1));
+        v.push(Cmd0::OP_POOL.encode(PoolingMode::ArgmaxY as u16));
+        let ifm = [1u8, 0xff, 5, 0xff, 2, 0xfd];
+        let out = run_on(&v, &ifm).expect("runs");
+        assert_eq!(out[64..72], [1, 0, 0, 0, 0, 0, 0, 0]);
+
+        // Another OFM scale would expose the accumulator's unknown low half: refused.
+        let n = v.len();
+        v[n - 3..n - 1].copy_from_slice(&ofm_scale(8, RoundModeOfm::TruncateToLower, 1));
+        let e = run_on(&v, &ifm).expect_err("shift 8");
+        assert_eq!(e.command, Some("NPU_OP_POOL"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+    }
+
+    /// A one-row resize of `[h=1][w=2][c=2]` int8 to width 4, as Vela programs TFLite's
+    /// RESIZE_{NEAREST_NEIGHBOR,BILINEAR} (GEN `GenerateResizeOp`): `(n, d, offset)` for X,
+    /// Y is the identity, OFM block width 4, shift `16 + s`.
+    fn resize_stream(mode: ResizeMode, (n, d, offset): (u16, u32, i16), s: u16) -> Vec<u32> {
+        let mut v = fm(FmKind::Ifm, (1, 2, 2), 1, 0, 1);
+        v.extend(fm(FmKind::Ofm, (1, 4, 2), 1, 64, 0x101));
+        v.push(Cmd0::SET_ACTIVATION_MIN.encode(-128i16 as u16));
+        v.push(Cmd0::SET_ACTIVATION_MAX.encode(127));
+        v.extend(ofm_scale(16 + s, RoundModeOfm::Symmetric, 1));
+        let (n32, d) = (n as u32, d);
+        let (one_int, one_mod) = (d / n32, d % n32);
+        let (blk_int, blk_mod) = (3 * d / n32, 3 * d % n32);
+        v.push(Cmd0::SET_RESIZE_X_SCALE_N_M1.encode(n - 1));
+        v.push(Cmd0::SET_RESIZE_Y_SCALE_N_M1.encode(0));
+        v.extend(
+            Cmd1::SET_RESIZE_X_STEP
+                .encode((one_int | (blk_int << 4)) as u16, one_mod | (blk_mod << 16)),
+        );
+        v.extend(Cmd1::SET_RESIZE_Y_STEP.encode(1, 0));
+        v.push(Cmd0::SET_RESIZE_X_OFFSET.encode(offset as u16 & 0xfff));
+        v.push(Cmd0::SET_RESIZE_Y_OFFSET.encode(0));
+        v.push(Cmd0::SET_KERNEL_HEIGHT_M1.encode(0));
+        v.push(Cmd0::SET_KERNEL_WIDTH_M1.encode(1));
+        v.push(Cmd0::SET_OFM_BLK_WIDTH_M1.encode(3));
+        v.push(Cmd0::OP_RESIZE.encode(mode as u16));
+        v
+    }
+
+    #[test]
+    fn resize_nearest_and_bilinear() {
+        // IFM pixels x0 = (10, -10), x1 = (21, -21).
+        let ifm = [10u8, 0xf6, 21, 0xeb];
+        // Nearest, half-pixel centres (Vela's conversion of align_corners = false): n = 4,
+        // d = 2, offset = -1. Positions -1, 1, 3, 5 in quarters: pixel 0, 0, 1, 1.
+        let out = run_on(&resize_stream(ResizeMode::Nearest, (4, 2, -1), 0), &ifm).expect("runs");
+        assert_eq!(out[64..72], [10, 0xf6, 10, 0xf6, 21, 0xeb, 21, 0xeb]);
+        // Bilinear, n = 2, d = 1, offset 0: weights (2, 0), (1, 1), (2, 0) and (1, 1) against
+        // the clamped edge, so 2*x0, x0 + x1, 2*x1, 2*x1, halved (s = 1) rounding half away
+        // from zero: 10, 15.5 -> 16, 21, 21 and -10, -15.5 -> -16, -21, -21.
+        let out = run_on(&resize_stream(ResizeMode::Bilinear, (2, 1, 0), 1), &ifm).expect("runs");
+        assert_eq!(out[64..72], [10, 0xf6, 16, 0xf0, 21, 0xeb, 21, 0xeb]);
+        // A block step that disagrees with the pixel step and block size is refused.
+        let mut v = resize_stream(ResizeMode::Bilinear, (2, 1, 0), 1);
+        let blk = v
+            .iter()
+            .position(|&w| w == Cmd0::SET_OFM_BLK_WIDTH_M1.encode(3))
+            .expect("block width");
+        v[blk] = Cmd0::SET_OFM_BLK_WIDTH_M1.encode(5);
+        let e = run_on(&v, &ifm).expect_err("inconsistent block step");
+        assert_eq!(e.command, Some("NPU_OP_RESIZE"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+        // REPLICATE is not modelled.
+        let e = run_on(&resize_stream(ResizeMode::Replicate, (2, 1, 0), 1), &ifm)
+            .expect_err("replicate");
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+    }
+
+    #[test]
+    fn matmul_weights_from_ifm2() {
+        // A = [[1, 2, 3], [4, -5, 6]] stored with IFM zero point 1, B (rows are the OFM
+        // columns) = [[1, 0, -1], [2, 1, 1]] stored with IFM2 zero point -1. A * B^T =
+        // [[-2, 7], [-2, 9]], plus OFM zero point 3.
+        let mut v = fm(FmKind::Ifm, (1, 2, 3), 1, 0, 1);
+        v.extend(fm(FmKind::Ifm2, (1, 2, 3), 1, 16, 1));
+        v.extend(fm(FmKind::Ofm, (1, 2, 2), 1, 64, 0x101));
+        v.push(Cmd0::SET_IFM_DEPTH_M1.encode(2));
+        v.push(Cmd0::SET_IFM_ZERO_POINT.encode(1));
+        v.push(Cmd0::SET_IFM2_ZERO_POINT.encode(-1i16 as u16));
+        v.push(Cmd0::SET_OFM_ZERO_POINT.encode(3));
+        v.push(Cmd0::SET_ACTIVATION_MIN.encode(-128i16 as u16));
+        v.push(Cmd0::SET_ACTIVATION_MAX.encode(127));
+        v.extend(ofm_scale(0, RoundModeOfm::DoubleSymmetric, 1));
+        v.push(Cmd0::OP_CONV.encode(1));
+        let mut init = [0u8; 32];
+        init[..6].copy_from_slice(&[2, 3, 4, 5, 0xfc, 7]);
+        init[16..22].copy_from_slice(&[0, 0xff, 0xfe, 1, 0, 0]);
+        let out = run_on(&v, &init).expect("runs");
+        assert_eq!(out[64..68], [1, 10, 1, 12]);
+        // Per-channel scaling (scale records) is not how Vela programs it: refused.
+        let p = v
+            .iter()
+            .position(|&w| w == Cmd0::SET_OFM_PRECISION.encode(0x101))
+            .expect("OFM precision");
+        v[p] = Cmd0::SET_OFM_PRECISION.encode(0x001);
+        let e = run_on(&v, &init).expect_err("per-channel");
+        assert_eq!(e.command, Some("NPU_OP_CONV"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
     }
 
     #[test]
@@ -1851,6 +2074,7 @@ mod tests {
             Cmd0::OP_POOL,
             Cmd0::OP_ELEMENTWISE,
             Cmd0::OP_DMA_START,
+            Cmd0::OP_RESIZE,
         ];
         let limits = Limits {
             max_elements: 1 << 16,
