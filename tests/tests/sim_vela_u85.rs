@@ -217,7 +217,20 @@ fn vela_u85_streams_bit_exact() {
             (Err(e), None) => surprises.push(format!("{key}: {e}")),
         }
     }
-    println!("{passed} of {} U85 streams bit-exact", dirs.len());
+    let modelled = dirs
+        .iter()
+        .filter(|(k, _)| {
+            VELA_MISCOMPILED
+                .iter()
+                .any(|(m, _)| k.split('/').next() == Some(*m))
+        })
+        .count();
+    println!(
+        "{passed} of {} U85 streams as expected: {} bit-exact with TFLite, {modelled} with the \
+         model of a miscompiled stream",
+        dirs.len(),
+        passed - modelled
+    );
     assert!(
         surprises.is_empty(),
         "{} unexpected results:\n{}",

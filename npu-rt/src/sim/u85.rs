@@ -8,10 +8,12 @@
 //! the hardware behaves the same; what differs is documented in `docs/u85.md` ("Virtual U85").
 //!
 //! Implemented: `NPU_OP_ELEMENTWISE` (ADD, SUB, MUL, MIN, MAX, ABS, LRELU, SHL, SHR, CLZ),
-//! `NPU_OP_POOL` (MAX, MIN, AVERAGE, SUM, REDUCE_SUM), `NPU_OP_CONV` and `NPU_OP_DEPTHWISE`
-//! (SWD/FWD weights, I32/I48 accumulators), 1-D `NPU_OP_DMA_START` (memory to memory and into
-//! the LUT memory), 8-bit LUT activations. Anything else (resize, chaining, accumulator
-//! input/output chaining, transpose/reverse, other LUT functions, branches) fails with
+//! `NPU_OP_POOL` (MAX, MIN, AVERAGE, SUM, REDUCE_SUM, ARGMAX_X, ARGMAX_Y), `NPU_OP_CONV`
+//! (weights from the weight stream or, `weights_ifm2`, from IFM2: matrix multiplication) and
+//! `NPU_OP_DEPTHWISE` (SWD/FWD weights, I32/I48 accumulators), `NPU_OP_RESIZE` (NEAREST,
+//! BILINEAR), 1-D `NPU_OP_DMA_START` (memory to memory and into the LUT memory), OFM
+//! transpose/reverse, chaining, 8-bit LUT activations. Anything else (accumulator
+//! input/output chaining, REPLICATE resize, other LUT functions, branches, ...) fails with
 //! [`SimErrorKind::Unsupported`] naming the command offset and opcode.
 
 use std::vec;
