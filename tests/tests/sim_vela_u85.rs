@@ -27,7 +27,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[];
 /// scalar), so the stream sums over H alone (a transposing SUM pooling into `[1, 128, 8]`,
 /// REDUCE_SUM over the channels, SUB of `8 * zp`) and writes 128 values where the output has
 /// 16; the output bytes hold the sum over H at W = 0 (`docs/u85.md`, `docs/reduce.md`).
-const VELA_MISCOMPILED: &[(&str, fn(&[u8]) -> Vec<u8>)] = &[("op_sum", op_sum_first_column)];
+const VELA_MISCOMPILED: &[(&str, StreamModel)] = &[("op_sum", op_sum_first_column)];
+
+/// The output bytes a stream computes from the input bytes.
+type StreamModel = fn(&[u8]) -> Vec<u8>;
 
 /// What Vela's op_sum stream computes, from TFLite's quantization alone: for each channel `c`,
 /// `sum over h of (x[h][0][c] - zp_in)`, scaled by TFLite's quantized multiplier of
@@ -119,11 +122,7 @@ fn outputs_of(io: &Path, k: usize) -> Vec<Value> {
 /// Runs one directory on the given samples; `Err` describes the first failure. With `model`,
 /// the single output is compared with `model(input bytes)` instead of TFLite's, and must
 /// differ from TFLite's.
-fn run_dir(
-    dir: &Path,
-    samples: &[usize],
-    model: Option<fn(&[u8]) -> Vec<u8>>,
-) -> Result<(), String> {
+fn run_dir(dir: &Path, samples: &[usize], model: Option<StreamModel>) -> Result<(), String> {
     let compiled = CompiledDir::load(dir).map_err(|e| e.to_string())?;
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let config = U85Config::by_name(name).ok_or("unknown U85 configuration")?;

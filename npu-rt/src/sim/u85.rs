@@ -582,15 +582,27 @@ impl VirtualU85 {
 
     /// Checks the registers every block operation shares and that are not modelled.
     fn check_common(&self, fm_kinds: &[FmKind]) -> Result<(), SimErrorKind> {
-        let s = &self.state;
-        let acc = s.p(Cmd0::SET_ACC_FORMAT);
-        if AccInput::from_bits(((acc >> 4) & 3) as u8) != Some(AccInput::Reset)
-            || AccOutput::from_bits(((acc >> 6) & 1) as u8) != Some(AccOutput::Enable)
-        {
+        if self.acc_io() != (Some(AccInput::Reset), Some(AccOutput::Enable)) {
             return Err(SimErrorKind::Unsupported {
                 what: "accumulator chaining (ACC_INPUT/ACC_OUTPUT) on the virtual Ethos-U85",
             });
         }
+        self.check_layout(fm_kinds)
+    }
+
+    /// `ACC_FORMAT`'s accumulator source (`acc_input`, bits 4..=5) and `acc_output` (bit 6).
+    fn acc_io(&self) -> (Option<AccInput>, Option<AccOutput>) {
+        let acc = self.state.p(Cmd0::SET_ACC_FORMAT);
+        (
+            AccInput::from_bits(((acc >> 4) & 3) as u8),
+            AccOutput::from_bits(((acc >> 6) & 1) as u8),
+        )
+    }
+
+    /// The feature-map checks of [`Self::check_common`]: OFM transpose defined, no TILE3X1
+    /// storage, no IFM upscaling.
+    fn check_layout(&self, fm_kinds: &[FmKind]) -> Result<(), SimErrorKind> {
+        let s = &self.state;
         let ofm = s.p(Cmd0::SET_OFM_PRECISION);
         if ActivationTranspose::from_bits(((ofm >> 11) & 7) as u8).is_none() {
             return Err(SimErrorKind::InvalidRegister {
@@ -1027,6 +1039,9 @@ impl VirtualU85 {
         if matches!(mode, P::ArgmaxX | P::ArgmaxY) {
             return self.argmax(mode == P::ArgmaxY, mem, st);
         }
+        if mode == P::None {
+            return self.null_pool(mem, st);
+        }
         if !matches!(mode, P::Max | P::Min | P::Average | P::Sum | P::ReduceSum) {
             return Err(SimErrorKind::Unsupported {
                 what: "this pooling mode on the virtual Ethos-U85",
@@ -1209,6 +1224,64 @@ impl VirtualU85 {
         let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
         st.write(ofm.fm.region, written);
         st.ofm_elements = ofm_elems;
+        Ok(())
+    }
+
+    /// `NPU_OP_POOL` with `POOLING_MODE_NONE`: no pooling; the accumulators are loaded from
+    /// IFM2 (`ACC_INPUT_IFM2`) and, with `ACC_OUTPUT_ENABLE`, written through the OFM scale and
+    /// output stage. GEN `GeneratePoolingOp`/`GenerateAccFormat` (Vela's "NullPool", used for
+    /// copies, transposes, reverses and rescales of 32- and 64-bit tensors: the real input in
+    /// the IFM2 registers, the IFM ones set to int8, a 1x1 kernel, I32 accumulators for 32-bit
+    /// inputs, I48 for 64-bit ones). *Inferred, unpinned* (no fixture emits it): each OFM
+    /// element is `OFM_SCALE` applied to the IFM2 element at the same position. Refused:
+    /// accumulators kept for a later operation (`ACC_OUTPUT_DISABLE`, Vela's bias preload),
+    /// other accumulator sources, kernels other than 1x1 stride 1 without padding, a non-zero
+    /// IFM2 zero point (whether the load subtracts it is not known), 64-bit IFM2.
+    fn null_pool(&mut self, mem: &mut Regions, st: &mut OpStats) -> Result<(), SimErrorKind> {
+        if self.acc_io() != (Some(AccInput::Ifm2), Some(AccOutput::Enable)) {
+            return Err(SimErrorKind::Unsupported {
+                what: "POOLING_MODE_NONE other than accumulators loaded from IFM2 and output",
+            });
+        }
+        self.check_layout(&[FmKind::Ifm2, FmKind::Ofm])?;
+        let c = self.state.common();
+        let (h, w, d) = ofm_dims(&c);
+        let ks = KernelStride(c.kernel_stride);
+        let unit_kernel = c.kernel_height_m1 == 0
+            && c.kernel_width_m1 == 0
+            && ks.stride_x() == 1
+            && ks.stride_y() == 1
+            && c.pad.iter().all(|&p| p == 0);
+        if !unit_kernel {
+            return Err(SimErrorKind::Unsupported {
+                what: "POOLING_MODE_NONE with a kernel other than 1x1, stride 1, no padding",
+            });
+        }
+        let ifm2 = FeatureMap::new(&c.ifm2, FmKind::Ifm2)?;
+        if ifm2.zero_point != 0 {
+            return Err(SimErrorKind::Unsupported {
+                what: "POOLING_MODE_NONE with a non-zero IFM2 zero point",
+            });
+        }
+        let ofm = self.ofm(&c)?;
+        let acc_format = self.acc_format();
+        let n = h.saturating_mul(w).saturating_mul(d);
+        if n > self.limits.max_elements {
+            return Err(SimErrorKind::LimitExceeded {
+                what: "OFM elements of one operation",
+                requested: n,
+                limit: self.limits.max_elements,
+            });
+        }
+        let (vals, read) = self.load(FmKind::Ifm2, &ifm2, mem, (h, w, d), Access::Ifm2Read)?;
+        st.read(ifm2.region, read);
+        let result = vals
+            .iter()
+            .map(|&v| Ok(ofm.out.finish(ofm.global(saturate(v as i64, acc_format))?)))
+            .collect::<Result<Vec<_>, SimErrorKind>>()?;
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = n;
         Ok(())
     }
 
@@ -1966,6 +2039,31 @@ mod tests {
         let n = v.len();
         v[n - 3..n - 1].copy_from_slice(&ofm_scale(8, RoundModeOfm::TruncateToLower, 1));
         let e = run_on(&v, &ifm).expect_err("shift 8");
+        assert_eq!(e.command, Some("NPU_OP_POOL"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+    }
+
+    #[test]
+    fn null_pool_outputs_ifm2_through_the_ofm_scale() {
+        // Int32 IFM2 (100000, -7) at 0 into int8 at 64 with OFM scale 1, shift 10, NATURAL:
+        // 100000 / 1024 = 97.66 -> 98, -7 / 1024 = -0.007 -> 0.
+        let mut v = fm(FmKind::Ifm2, (1, 1, 2), 4, 0, 9);
+        v.extend(fm(FmKind::Ofm, (1, 1, 2), 1, 64, 0x101));
+        v.push(Cmd0::SET_ACTIVATION_MIN.encode(-128i16 as u16));
+        v.push(Cmd0::SET_ACTIVATION_MAX.encode(127));
+        v.extend(ofm_scale(10, RoundModeOfm::Natural, 1));
+        // ACC_INPUT_IFM2 (2 in bits 4..=5), ACC_OUTPUT_ENABLE (0 in bit 6).
+        v.push(Cmd0::SET_ACC_FORMAT.encode(0x20));
+        v.push(Cmd0::OP_POOL.encode(PoolingMode::None as u16));
+        let mut init = [0u8; 8];
+        init[..4].copy_from_slice(&100_000i32.to_le_bytes());
+        init[4..].copy_from_slice(&(-7i32).to_le_bytes());
+        let out = run_on(&v, &init).expect("runs");
+        assert_eq!(out[64..66], [98, 0]);
+        // Accumulators kept for a later operation (ACC_OUTPUT_DISABLE) are not modelled.
+        let n = v.len();
+        v[n - 2] = Cmd0::SET_ACC_FORMAT.encode(0x60);
+        let e = run_on(&v, &init).expect_err("no output");
         assert_eq!(e.command, Some("NPU_OP_POOL"));
         assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
     }
