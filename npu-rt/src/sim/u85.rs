@@ -8,7 +8,7 @@
 //! the hardware behaves the same; what differs is documented in `docs/u85.md` ("Virtual U85").
 //!
 //! Implemented: `NPU_OP_ELEMENTWISE` (ADD, SUB, MUL, MIN, MAX, ABS, LRELU, SHL, SHR, CLZ),
-//! `NPU_OP_POOL` (MAX, MIN, AVERAGE, SUM, REDUCE_SUM, ARGMAX_X, ARGMAX_Y), `NPU_OP_CONV`
+//! `NPU_OP_POOL` (MAX, MIN, AVERAGE, SUM, REDUCE_SUM, ARGMAX_X, ARGMAX_Y, NONE), `NPU_OP_CONV`
 //! (weights from the weight stream or, `weights_ifm2`, from IFM2: matrix multiplication) and
 //! `NPU_OP_DEPTHWISE` (SWD/FWD weights, I32/I48 accumulators), `NPU_OP_RESIZE` (NEAREST,
 //! BILINEAR), 1-D `NPU_OP_DMA_START` (memory to memory and into the LUT memory), OFM
