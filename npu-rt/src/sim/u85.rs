@@ -8,10 +8,12 @@
 //! the hardware behaves the same; what differs is documented in `docs/u85.md` ("Virtual U85").
 //!
 //! Implemented: `NPU_OP_ELEMENTWISE` (ADD, SUB, MUL, MIN, MAX, ABS, LRELU, SHL, SHR, CLZ),
-//! `NPU_OP_POOL` (MAX, MIN, AVERAGE, SUM, REDUCE_SUM), `NPU_OP_CONV` and `NPU_OP_DEPTHWISE`
-//! (SWD/FWD weights, I32/I48 accumulators), 1-D `NPU_OP_DMA_START` (memory to memory and into
-//! the LUT memory), 8-bit LUT activations. Anything else (resize, chaining, accumulator
-//! input/output chaining, transpose/reverse, other LUT functions, branches) fails with
+//! `NPU_OP_POOL` (MAX, MIN, AVERAGE, SUM, REDUCE_SUM, ARGMAX_X, ARGMAX_Y, NONE), `NPU_OP_CONV`
+//! (weights from the weight stream or, `weights_ifm2`, from IFM2: matrix multiplication) and
+//! `NPU_OP_DEPTHWISE` (SWD/FWD weights, I32/I48 accumulators), `NPU_OP_RESIZE` (NEAREST,
+//! BILINEAR), 1-D `NPU_OP_DMA_START` (memory to memory and into the LUT memory), OFM
+//! transpose/reverse, chaining, 8-bit LUT activations. Anything else (accumulator
+//! input/output chaining, REPLICATE resize, other LUT functions, branches, ...) fails with
 //! [`SimErrorKind::Unsupported`] naming the command offset and opcode.
 
 use std::vec;
@@ -23,7 +25,7 @@ use crate::ethos_u::numerics;
 use crate::ethos_u::regs::u85::fields::{
     AccFormat, AccInput, AccOutput, ActivationClipRange, ActivationFunction, ActivationReverse,
     ActivationStorage, ActivationTranspose, BroadcastMode, ElementwiseMode, PoolingMode,
-    RoundModeIfm, RoundModeOfm, WeightFormat as RegWeightFormat,
+    ResizeMode, RoundModeIfm, RoundModeOfm, WeightFormat as RegWeightFormat,
 };
 use crate::ethos_u::regs::u85::{Cmd0, Cmd1, Command, Commands};
 use crate::ethos_u::regs::{
@@ -474,14 +476,9 @@ impl VirtualU85 {
             }
             // Everything completes synchronously.
             Cmd0::OP_DMA_WAIT | Cmd0::OP_KERNEL_WAIT | Cmd0::OP_PMU_MASK => return Ok(None),
-            Cmd0::OP_CONV => {
-                if param & 1 != 0 {
-                    return Err(SimErrorKind::Unsupported {
-                        what: "NPU_OP_CONV with weights from IFM2 (matmul)",
-                    });
-                }
-                Op::Conv
-            }
+            // `weights_ifm2` (bit 0): the weights are IFM2, a matrix multiplication.
+            Cmd0::OP_CONV if param & 1 != 0 => Op::MatMul,
+            Cmd0::OP_CONV => Op::Conv,
             Cmd0::OP_DEPTHWISE => Op::Depthwise,
             Cmd0::OP_POOL => Op::Pool(
                 PoolingMode::from_bits((param & 7) as u8)
@@ -492,11 +489,10 @@ impl VirtualU85 {
                     .ok_or_else(|| invalid("NPU_OP_ELEMENTWISE", "undefined elementwise mode"))?,
             ),
             Cmd0::OP_DMA_START => Op::Dma,
-            Cmd0::OP_RESIZE => {
-                return Err(SimErrorKind::Unsupported {
-                    what: "NPU_OP_RESIZE on the virtual Ethos-U85",
-                });
-            }
+            Cmd0::OP_RESIZE => Op::Resize(
+                ResizeMode::from_bits((param & 3) as u8)
+                    .ok_or_else(|| invalid("NPU_OP_RESIZE", "undefined resize mode"))?,
+            ),
             _ => return Ok(None),
         };
         let mut st = OpStats::new(offset, kind.stats_kind());
@@ -505,6 +501,8 @@ impl VirtualU85 {
             Op::Elementwise(mode) => self.elementwise(mode, regions, &mut st)?,
             Op::Pool(mode) => self.pool(mode, regions, &mut st)?,
             Op::Conv => self.conv(false, regions, &mut st)?,
+            Op::MatMul => self.matmul(regions, &mut st)?,
+            Op::Resize(mode) => self.resize(mode, regions, &mut st)?,
             Op::Depthwise => self.conv(true, regions, &mut st)?,
         }
         let work = st
@@ -584,15 +582,27 @@ impl VirtualU85 {
 
     /// Checks the registers every block operation shares and that are not modelled.
     fn check_common(&self, fm_kinds: &[FmKind]) -> Result<(), SimErrorKind> {
-        let s = &self.state;
-        let acc = s.p(Cmd0::SET_ACC_FORMAT);
-        if AccInput::from_bits(((acc >> 4) & 3) as u8) != Some(AccInput::Reset)
-            || AccOutput::from_bits(((acc >> 6) & 1) as u8) != Some(AccOutput::Enable)
-        {
+        if self.acc_io() != (Some(AccInput::Reset), Some(AccOutput::Enable)) {
             return Err(SimErrorKind::Unsupported {
                 what: "accumulator chaining (ACC_INPUT/ACC_OUTPUT) on the virtual Ethos-U85",
             });
         }
+        self.check_layout(fm_kinds)
+    }
+
+    /// `ACC_FORMAT`'s accumulator source (`acc_input`, bits 4..=5) and `acc_output` (bit 6).
+    fn acc_io(&self) -> (Option<AccInput>, Option<AccOutput>) {
+        let acc = self.state.p(Cmd0::SET_ACC_FORMAT);
+        (
+            AccInput::from_bits(((acc >> 4) & 3) as u8),
+            AccOutput::from_bits(((acc >> 6) & 1) as u8),
+        )
+    }
+
+    /// The feature-map checks of [`Self::check_common`]: OFM transpose defined, no TILE3X1
+    /// storage, no IFM upscaling.
+    fn check_layout(&self, fm_kinds: &[FmKind]) -> Result<(), SimErrorKind> {
+        let s = &self.state;
         let ofm = s.p(Cmd0::SET_OFM_PRECISION);
         if ActivationTranspose::from_bits(((ofm >> 11) & 7) as u8).is_none() {
             return Err(SimErrorKind::InvalidRegister {
@@ -1026,6 +1036,12 @@ impl VirtualU85 {
         st: &mut OpStats,
     ) -> Result<(), SimErrorKind> {
         use PoolingMode as P;
+        if matches!(mode, P::ArgmaxX | P::ArgmaxY) {
+            return self.argmax(mode == P::ArgmaxY, mem, st);
+        }
+        if mode == P::None {
+            return self.null_pool(mem, st);
+        }
         if !matches!(mode, P::Max | P::Min | P::Average | P::Sum | P::ReduceSum) {
             return Err(SimErrorKind::Unsupported {
                 what: "this pooling mode on the virtual Ethos-U85",
@@ -1098,6 +1114,361 @@ impl VirtualU85 {
                         _ => ofm.global(acc)?,
                     };
                     result.push(ofm.out.finish(r));
+                }
+            }
+        }
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = ofm_elems;
+        Ok(())
+    }
+
+    /// `NPU_OP_POOL` with `POOLING_MODE_ARGMAX_X`/`_Y`: for each OFM element, the position of
+    /// the largest value of its kernel window along X (or Y), counted from the window's start.
+    ///
+    /// Vela (GEN `GetPoolingMode`, `GenerateOFMScalingForPooling`) gives the window the whole
+    /// reduced axis (kernel 1 along the other), and an OFM scale of 1 with shift 16 "to
+    /// separate values and indices": the accumulator carries the index above bit 16.
+    /// *Inferred* (pinned by op_arg_max): the accumulator is `index << 16` plus the value's low
+    /// 16 bits, and ties give the first position (TFLite's ARG_MAX). As the low half is not
+    /// known for certain, only the truncating shift-by-16 scales Vela writes are modelled.
+    fn argmax(
+        &mut self,
+        along_y: bool,
+        mem: &mut Regions,
+        st: &mut OpStats,
+    ) -> Result<(), SimErrorKind> {
+        self.check_common(&[FmKind::Ifm, FmKind::Ofm])?;
+        let c = self.state.common();
+        let (h, w, d) = ofm_dims(&c);
+        let g = Geometry::new(&c, h, w)?;
+        let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        let ofm = self.ofm(&c)?;
+        if c.pad.iter().any(|&p| p != 0) {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling with IFM padding (Vela emits none)",
+            });
+        }
+        if (along_y && g.kw != 1) || (!along_y && g.kh != 1) {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling with a kernel wider than 1 across the reduced axis",
+            });
+        }
+        if ifm.elem > 2 {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling of a 32-bit IFM (the value shares a 32-bit accumulator)",
+            });
+        }
+        let truncating = matches!(
+            ofm.round,
+            RoundModeOfm::TruncateToLower | RoundModeOfm::TruncateToZero
+        );
+        if ofm.per_channel || ofm.scale.scale != 1 || ofm.scale.shift != 16 || !truncating {
+            return Err(SimErrorKind::Unsupported {
+                what: "ARGMAX pooling with an OFM scale other than 1, shift 16, truncating",
+            });
+        }
+        let ofm_elems = h.saturating_mul(w).saturating_mul(d);
+        let work = ofm_elems.saturating_mul(g.kh.saturating_mul(g.kw));
+        let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(d);
+        for (what, n) in [
+            ("OFM elements of one operation", ofm_elems),
+            ("IFM elements of one operation", ifm_elems),
+            ("pooling work of one operation", work),
+        ] {
+            if n > self.limits.max_elements {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit: self.limits.max_elements,
+                });
+            }
+        }
+        let (vals, read) = self.load(
+            FmKind::Ifm,
+            &ifm,
+            mem,
+            (g.ifm_h, g.ifm_w, d),
+            Access::IfmRead,
+        )?;
+        st.read(ifm.region, read);
+        let mut result = Vec::with_capacity(ofm_elems as usize);
+        for oy in 0..h {
+            for ox in 0..w {
+                for ch in 0..d {
+                    // (index, value) of the first largest value; the zero point does not change
+                    // the order.
+                    let mut best: Option<(u64, i32)> = None;
+                    for ky in 0..g.kh {
+                        let Some(iy) = g.source(g.row(oy, ky), g.up_h) else {
+                            continue;
+                        };
+                        for kx in 0..g.kw {
+                            let Some(ix) = g.source(g.col(ox, kx), g.up_w) else {
+                                continue;
+                            };
+                            let i = ((iy * g.ifm_w + ix) * d + ch) as usize;
+                            let v = vals.get(i).copied().unwrap_or(0);
+                            let k = if along_y { ky } else { kx };
+                            if best.is_none_or(|(_, b)| v > b) {
+                                best = Some((k, v));
+                            }
+                        }
+                    }
+                    let (index, value) = best.unwrap_or((0, 0));
+                    let acc = ((index as i64) << 16) | (value as i64 & 0xffff);
+                    result.push(ofm.out.finish(ofm.global(acc)?));
+                }
+            }
+        }
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = ofm_elems;
+        Ok(())
+    }
+
+    /// `NPU_OP_POOL` with `POOLING_MODE_NONE`: no pooling; the accumulators are loaded from
+    /// IFM2 (`ACC_INPUT_IFM2`) and, with `ACC_OUTPUT_ENABLE`, written through the OFM scale and
+    /// output stage. GEN `GeneratePoolingOp`/`GenerateAccFormat` (Vela's "NullPool", used for
+    /// copies, transposes, reverses and rescales of 32- and 64-bit tensors: the real input in
+    /// the IFM2 registers, the IFM ones set to int8, a 1x1 kernel, I32 accumulators for 32-bit
+    /// inputs, I48 for 64-bit ones). *Inferred, unpinned* (no fixture emits it): each OFM
+    /// element is `OFM_SCALE` applied to the IFM2 element at the same position. Refused:
+    /// accumulators kept for a later operation (`ACC_OUTPUT_DISABLE`, Vela's bias preload),
+    /// other accumulator sources, kernels other than 1x1 stride 1 without padding, a non-zero
+    /// IFM2 zero point (whether the load subtracts it is not known), 64-bit IFM2.
+    fn null_pool(&mut self, mem: &mut Regions, st: &mut OpStats) -> Result<(), SimErrorKind> {
+        if self.acc_io() != (Some(AccInput::Ifm2), Some(AccOutput::Enable)) {
+            return Err(SimErrorKind::Unsupported {
+                what: "POOLING_MODE_NONE other than accumulators loaded from IFM2 and output",
+            });
+        }
+        self.check_layout(&[FmKind::Ifm2, FmKind::Ofm])?;
+        let c = self.state.common();
+        let (h, w, d) = ofm_dims(&c);
+        let ks = KernelStride(c.kernel_stride);
+        let unit_kernel = c.kernel_height_m1 == 0
+            && c.kernel_width_m1 == 0
+            && ks.stride_x() == 1
+            && ks.stride_y() == 1
+            && c.pad.iter().all(|&p| p == 0);
+        if !unit_kernel {
+            return Err(SimErrorKind::Unsupported {
+                what: "POOLING_MODE_NONE with a kernel other than 1x1, stride 1, no padding",
+            });
+        }
+        let ifm2 = FeatureMap::new(&c.ifm2, FmKind::Ifm2)?;
+        if ifm2.zero_point != 0 {
+            return Err(SimErrorKind::Unsupported {
+                what: "POOLING_MODE_NONE with a non-zero IFM2 zero point",
+            });
+        }
+        let ofm = self.ofm(&c)?;
+        let acc_format = self.acc_format();
+        let n = h.saturating_mul(w).saturating_mul(d);
+        if n > self.limits.max_elements {
+            return Err(SimErrorKind::LimitExceeded {
+                what: "OFM elements of one operation",
+                requested: n,
+                limit: self.limits.max_elements,
+            });
+        }
+        let (vals, read) = self.load(FmKind::Ifm2, &ifm2, mem, (h, w, d), Access::Ifm2Read)?;
+        st.read(ifm2.region, read);
+        let result = vals
+            .iter()
+            .map(|&v| Ok(ofm.out.finish(ofm.global(saturate(v as i64, acc_format))?)))
+            .collect::<Result<Vec<_>, SimErrorKind>>()?;
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = n;
+        Ok(())
+    }
+
+    /// `NPU_OP_CONV` with `weights_ifm2`: a matrix multiplication whose weights are a feature
+    /// map. GEN `GenerateConvolutionOp` ("dynamic weights") and Vela's `DecomposeMatmul`: the
+    /// IFM holds the left matrix's rows along W and the contracted axis along C, IFM2 the right
+    /// matrix's columns along W and the contracted axis along C, the OFM the rows along W and
+    /// the columns along C; both inputs have the same precision, the OFM scale is global and
+    /// there is no bias. So `OFM[0][m][n] = sum_k (IFM[0][m][k] - zp) * (IFM2[0][n][k] - zp2)`,
+    /// accumulated as `ACC_FORMAT` says, then scaled by `OFM_SCALE`. Vela only emits 1x1
+    /// kernels, stride 1, no padding and one OFM row (leading axes become separate
+    /// operations); anything else is refused, as the IFM2 layout it would need is not known.
+    fn matmul(&mut self, mem: &mut Regions, st: &mut OpStats) -> Result<(), SimErrorKind> {
+        self.check_common(&[FmKind::Ifm, FmKind::Ifm2, FmKind::Ofm])?;
+        let c = self.state.common();
+        let (h, w, d) = ofm_dims(&c);
+        let ks = KernelStride(c.kernel_stride);
+        let unit_kernel = c.kernel_height_m1 == 0
+            && c.kernel_width_m1 == 0
+            && ks.stride_x() == 1
+            && ks.stride_y() == 1
+            && c.pad.iter().all(|&p| p == 0);
+        if !unit_kernel || h != 1 {
+            return Err(SimErrorKind::Unsupported {
+                what: "NPU_OP_CONV with weights from IFM2 other than Vela's 1x1, one-row matrix multiplication",
+            });
+        }
+        let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        let ifm2 = FeatureMap::new(&c.ifm2, FmKind::Ifm2)?;
+        if ifm.elem != ifm2.elem || ifm.elem > 2 {
+            return Err(SimErrorKind::Unsupported {
+                what: "a matrix multiplication whose inputs are not both 8-bit or both 16-bit (Vela's only forms)",
+            });
+        }
+        let ofm = self.ofm(&c)?;
+        if ofm.per_channel {
+            return Err(SimErrorKind::Unsupported {
+                what: "a matrix multiplication with per-channel OFM scaling (Vela writes a global scale)",
+            });
+        }
+        let acc_format = self.acc_format();
+        let k = c.ifm_depth_m1 as u64 + 1;
+        let ofm_elems = w.saturating_mul(d);
+        let macs = ofm_elems.saturating_mul(k);
+        for (what, n, limit) in [
+            (
+                "OFM elements of one operation",
+                ofm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "IFM elements of one operation",
+                w.saturating_mul(k),
+                self.limits.max_elements,
+            ),
+            (
+                "IFM2 elements of one operation",
+                d.saturating_mul(k),
+                self.limits.max_elements,
+            ),
+            ("MACs of one operation", macs, self.limits.max_op_macs),
+        ] {
+            if n > limit {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit,
+                });
+            }
+        }
+        let (a, read) = self.load(FmKind::Ifm, &ifm, mem, (1, w, k), Access::IfmRead)?;
+        st.read(ifm.region, read);
+        let (b, read) = self.load(FmKind::Ifm2, &ifm2, mem, (1, d, k), Access::Ifm2Read)?;
+        st.read(ifm2.region, read);
+        let (za, zb) = (ifm.zero_point, ifm2.zero_point);
+        let mut result = Vec::with_capacity(ofm_elems as usize);
+        for row in a.chunks_exact(k as usize) {
+            for col in b.chunks_exact(k as usize) {
+                let acc = row.iter().zip(col).fold(0i64, |acc, (&x, &y)| {
+                    saturate(acc + (x as i64 - za) * (y as i64 - zb), acc_format)
+                });
+                result.push(ofm.out.finish(ofm.global(acc)?));
+            }
+        }
+        let written = self.store(&ofm.fm, mem, (h, w, d), result)?;
+        st.write(ofm.fm.region, written);
+        st.ofm_elements = ofm_elems;
+        st.macs = macs;
+        Ok(())
+    }
+
+    /// `NPU_OP_RESIZE`: nearest or bilinear resampling of the IFM into the OFM (GEN
+    /// `GenerateResizeOp`, TOSA RESIZE semantics). Per axis, OFM position `o` maps to
+    /// `o * d + offset` in units of `1/n` IFM pixels, where `n = RESIZE_*_SCALE_N_M1 + 1` and
+    /// the step `d/n` is the register's `one_step_int`, `one_step_mod` (`d = int * n + mod`);
+    /// `blk_step` is the step over an OFM block (`(block - 1) * d`, checked). The IFM is
+    /// `KERNEL_HEIGHT_M1 + 1` rows by `KERNEL_WIDTH_M1 + 1` columns (what Vela writes there),
+    /// positions outside it clamp to its edge. NEAREST takes pixel `floor(p / n)`, or the next
+    /// one when the remainder is at least `n / 2`; BILINEAR weights the two neighbours of each
+    /// axis by `n - rem` and `rem`. Vela writes an OFM scale of 1 with shift `16 + s` (`2^-s`
+    /// the TOSA output scale): *inferred* (pinned by op_resize_nearest, nearest with `s = 0`),
+    /// the result enters the OFM scaling as TOSA's value times 2^16.
+    fn resize(
+        &mut self,
+        mode: ResizeMode,
+        mem: &mut Regions,
+        st: &mut OpStats,
+    ) -> Result<(), SimErrorKind> {
+        if mode == ResizeMode::Replicate {
+            return Err(SimErrorKind::Unsupported {
+                what: "RESIZE_MODE_REPLICATE (Vela never emits it)",
+            });
+        }
+        self.check_common(&[FmKind::Ifm, FmKind::Ofm])?;
+        let s = &self.state;
+        let c = s.common();
+        let (h, w, d) = ofm_dims(&c);
+        let ifm = FeatureMap::new(&c.ifm, FmKind::Ifm)?;
+        if ifm.elem > 2 {
+            // Vela resizes 8- and 16-bit maps; a 32-bit one would not fit the model's 2^16
+            // scaled accumulator.
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize of a 32-bit IFM",
+            });
+        }
+        let ofm = self.ofm(&c)?;
+        if ofm.per_channel {
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize with per-channel OFM scaling (Vela writes a global scale)",
+            });
+        }
+        if s.p(Cmd0::SET_IFM2_ZERO_POINT) != 0 {
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize with a non-zero IFM2_ZERO_POINT (Vela writes 0; its role is not known)",
+            });
+        }
+        let x = ResizeAxis::of(
+            s,
+            (Cmd0::SET_RESIZE_X_SCALE_N_M1, Cmd1::SET_RESIZE_X_STEP),
+            Cmd0::SET_RESIZE_X_OFFSET,
+            s.p(Cmd0::SET_OFM_BLK_WIDTH_M1) & 0x7f,
+        )?;
+        let y = ResizeAxis::of(
+            s,
+            (Cmd0::SET_RESIZE_Y_SCALE_N_M1, Cmd1::SET_RESIZE_Y_STEP),
+            Cmd0::SET_RESIZE_Y_OFFSET,
+            s.p(Cmd0::SET_OFM_BLK_HEIGHT_M1) & 0x7f,
+        )?;
+        let (ih, iw) = (c.kernel_height_m1 as u64 + 1, c.kernel_width_m1 as u64 + 1);
+        let ofm_elems = h.saturating_mul(w).saturating_mul(d);
+        let ifm_elems = ih.saturating_mul(iw).saturating_mul(d);
+        for (what, n) in [
+            ("OFM elements of one operation", ofm_elems),
+            ("IFM elements of one operation", ifm_elems),
+        ] {
+            if n > self.limits.max_elements {
+                return Err(SimErrorKind::LimitExceeded {
+                    what,
+                    requested: n,
+                    limit: self.limits.max_elements,
+                });
+            }
+        }
+        let (vals, read) = self.load(FmKind::Ifm, &ifm, mem, (ih, iw, d), Access::IfmRead)?;
+        st.read(ifm.region, read);
+        let zp = ifm.zero_point;
+        let at = |iy: u64, ix: u64, ch: u64| -> i64 {
+            vals.get(((iy * iw + ix) * d + ch) as usize)
+                .copied()
+                .unwrap_or(0) as i64
+                - zp
+        };
+        let rows: Vec<[(u64, i64); 2]> = (0..h).map(|o| y.taps(o, ih, mode)).collect();
+        let cols: Vec<[(u64, i64); 2]> = (0..w).map(|o| x.taps(o, iw, mode)).collect();
+        let mut result = Vec::with_capacity(ofm_elems as usize);
+        for ry in &rows {
+            for cx in &cols {
+                for ch in 0..d {
+                    let mut acc = 0i64;
+                    for &(iy, wy) in ry {
+                        for &(ix, wx) in cx {
+                            if wy != 0 && wx != 0 {
+                                acc += at(iy, ix, ch) * wy * wx;
+                            }
+                        }
+                    }
+                    result.push(ofm.out.finish(ofm.global(acc << 16)?));
                 }
             }
         }
@@ -1309,6 +1680,65 @@ impl VirtualU85 {
     }
 }
 
+/// One axis of `NPU_OP_RESIZE`: OFM position `o` samples the IFM at `(o * d + offset) / n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ResizeAxis {
+    n: i64,
+    d: i64,
+    offset: i64,
+}
+
+impl ResizeAxis {
+    /// Decodes `RESIZE_*_SCALE_N_M1` (11 bits), `RESIZE_*_STEP` (`one_step_int` parameter bits
+    /// 0..=3, `blk_step_int` 4..=14, `one_step_mod` payload bits 0..=10, `blk_step_mod`
+    /// 16..=26) and `RESIZE_*_OFFSET` (12-bit signed). `blk_m1` is the OFM block extent minus
+    /// one along the axis, which the block step must agree with.
+    fn of(
+        s: &U85State,
+        (scale, step): (Cmd0, Cmd1),
+        offset: Cmd0,
+        blk_m1: u16,
+    ) -> Result<Self, SimErrorKind> {
+        let n = (s.p(scale) & 0x7ff) as i64 + 1;
+        let (sp, sv) = s.p1(step);
+        let (one_int, blk_int) = ((sp & 0xf) as i64, ((sp >> 4) & 0x7ff) as i64);
+        let (one_mod, blk_mod) = ((sv & 0x7ff) as i64, ((sv >> 16) & 0x7ff) as i64);
+        if one_mod >= n || blk_mod >= n {
+            return Err(SimErrorKind::InvalidRegister {
+                register: step.name(),
+                value: ((sp as u64) << 32) | sv as u64,
+                reason: "step remainder not below the scale numerator",
+            });
+        }
+        let d = one_int * n + one_mod;
+        // The hardware advances block by block with the block step and pixel by pixel with
+        // the one-pixel step; both describe one scale only if they agree.
+        if blk_m1 as i64 * d != blk_int * n + blk_mod {
+            return Err(SimErrorKind::Unsupported {
+                what: "a resize whose block step disagrees with its one-pixel step and OFM block size",
+            });
+        }
+        let raw = s.p(offset) & 0xfff;
+        let offset = ((raw as i64) << 52) >> 52;
+        Ok(ResizeAxis { n, d, offset })
+    }
+
+    /// The (IFM index, weight) pairs OFM position `o` reads on an IFM axis of `extent`; the
+    /// weights are in units of `1/n` (nearest: one tap of weight 1 and one of weight 0).
+    fn taps(self, o: u64, extent: u64, mode: ResizeMode) -> [(u64, i64); 2] {
+        let p = o as i64 * self.d + self.offset;
+        let (i, rem) = (p.div_euclid(self.n), p.rem_euclid(self.n));
+        let clamp = |i: i64| i.clamp(0, extent as i64 - 1) as u64;
+        match mode {
+            ResizeMode::Nearest => {
+                let i = if 2 * rem >= self.n { i + 1 } else { i };
+                [(clamp(i), 1), (0, 0)]
+            }
+            _ => [(clamp(i), self.n - rem), (clamp(i + 1), rem)],
+        }
+    }
+}
+
 /// Reorders a dense `[h][w][d]` OFM as `OFM_PRECISION` asks before it is stored: transposed
 /// (the OFM size registers give the computed shape, the OFM tile and stride registers the
 /// stored one; `WHC` stores computed `(y, x, c)` at `(x, y, c)`) or reversed along one axis of
@@ -1369,19 +1799,27 @@ enum Op {
     Pool(PoolingMode),
     Elementwise(ElementwiseMode),
     Dma,
+    /// `NPU_OP_CONV` with `weights_ifm2`.
+    MatMul,
+    Resize(ResizeMode),
 }
 
 impl Op {
     /// The counter kind. U85 modes without a U55/U65 counterpart are counted under the nearest
-    /// one (SUM and MIN pooling as AVERAGE and MAX): the counters are for reporting only.
+    /// one (SUM and MIN pooling as AVERAGE and MAX, ARGMAX as MAX, matrix multiplication as a
+    /// convolution, resize as AVERAGE pooling): the counters are for reporting only.
     fn stats_kind(self) -> OpKind {
         use common::{ElementwiseMode as E, PoolingMode as P};
         match self {
-            Op::Conv => OpKind::Conv,
+            Op::Conv | Op::MatMul => OpKind::Conv,
+            Op::Resize(_) => OpKind::Pool(P::Average),
             Op::Depthwise => OpKind::Depthwise,
             Op::Dma => OpKind::Dma,
             Op::Pool(m) => OpKind::Pool(match m {
-                PoolingMode::Max | PoolingMode::Min => P::Max,
+                PoolingMode::Max
+                | PoolingMode::Min
+                | PoolingMode::ArgmaxX
+                | PoolingMode::ArgmaxY => P::Max,
                 PoolingMode::ReduceSum => P::ReduceSum,
                 _ => P::Average,
             }),
@@ -1462,13 +1900,13 @@ mod tests {
     fn unsupported_operations_name_offset_and_opcode() {
         let stream = words(&[
             Cmd0::SET_BLOCKDEP.encode(0),
-            Cmd0::OP_RESIZE.encode(2),
+            Cmd0::OP_RESIZE.encode(1),
             Cmd0::OP_STOP.encode(0),
         ]);
         let mut regions = Regions::new();
         let e = VirtualU85::new(&ETHOS_U85_256)
             .run(&stream, &mut regions)
-            .expect_err("resize is not modelled");
+            .expect_err("replicating resize is not modelled");
         assert_eq!(e.offset, 4);
         assert_eq!(e.command, Some("NPU_OP_RESIZE"));
         assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
@@ -1481,6 +1919,242 @@ mod tests {
             .expect_err("OFM outside the region");
         assert_eq!(e.command, Some("NPU_OP_ELEMENTWISE"));
         assert!(matches!(e.kind, SimErrorKind::OutOfBounds { .. }));
+    }
+
+    /// Commands programming an NHWC feature map `(h, w, c)` of `elem`-byte elements at `base`
+    /// in region 1 with precision parameter `precision`.
+    fn fm(
+        which: FmKind,
+        (h, w, c): (u16, u16, u16),
+        elem: u32,
+        base: u32,
+        precision: u16,
+    ) -> Vec<u32> {
+        use Cmd0 as C;
+        use Cmd1 as D;
+        let (prec, region, base0, h0, h1, w0, sx, sy, sc) = match which {
+            FmKind::Ifm => (
+                C::SET_IFM_PRECISION,
+                C::SET_IFM_REGION,
+                D::SET_IFM_BASE0,
+                C::SET_IFM_HEIGHT0_M1,
+                C::SET_IFM_HEIGHT1_M1,
+                C::SET_IFM_WIDTH0_M1,
+                D::SET_IFM_STRIDE_X,
+                D::SET_IFM_STRIDE_Y,
+                D::SET_IFM_STRIDE_C,
+            ),
+            FmKind::Ifm2 => (
+                C::SET_IFM2_PRECISION,
+                C::SET_IFM2_REGION,
+                D::SET_IFM2_BASE0,
+                C::SET_IFM2_HEIGHT0_M1,
+                C::SET_IFM2_HEIGHT1_M1,
+                C::SET_IFM2_WIDTH0_M1,
+                D::SET_IFM2_STRIDE_X,
+                D::SET_IFM2_STRIDE_Y,
+                D::SET_IFM2_STRIDE_C,
+            ),
+            FmKind::Ofm => (
+                C::SET_OFM_PRECISION,
+                C::SET_OFM_REGION,
+                D::SET_OFM_BASE0,
+                C::SET_OFM_HEIGHT0_M1,
+                C::SET_OFM_HEIGHT1_M1,
+                C::SET_OFM_WIDTH0_M1,
+                D::SET_OFM_STRIDE_X,
+                D::SET_OFM_STRIDE_Y,
+                D::SET_OFM_STRIDE_C,
+            ),
+        };
+        let mut v = vec![
+            prec.encode(precision),
+            region.encode(1),
+            h0.encode(h - 1),
+            h1.encode(h - 1),
+            w0.encode(w - 1),
+        ];
+        let (c32, w32) = (c as u32, w as u32);
+        for (op, payload) in [
+            (base0, base),
+            (sc, elem),
+            (sx, c32 * elem),
+            (sy, w32 * c32 * elem),
+        ] {
+            v.extend(op.encode(0, payload));
+        }
+        if which == FmKind::Ofm {
+            v.push(C::SET_OFM_HEIGHT_M1.encode(h - 1));
+            v.push(C::SET_OFM_WIDTH_M1.encode(w - 1));
+            v.push(C::SET_OFM_DEPTH_M1.encode(c - 1));
+        }
+        v
+    }
+
+    /// Runs `cmds` then `NPU_OP_STOP` on a 256-byte region 1 holding `init` at 0.
+    fn run_on(cmds: &[u32], init: &[u8]) -> Result<Vec<u8>, SimError> {
+        let mut arena = [0u8; 256];
+        arena[..init.len()].copy_from_slice(init);
+        let mut v = cmds.to_vec();
+        v.push(Cmd0::OP_STOP.encode(0));
+        let mut regions = Regions::new();
+        regions.set_mut(1, &mut arena);
+        VirtualU85::new(&ETHOS_U85_256).run(&words(&v), &mut regions)?;
+        Ok(arena.to_vec())
+    }
+
+    /// `OFM_SCALE` parameter: shift, and round mode in bits 13..=15.
+    fn ofm_scale(shift: u16, round: RoundModeOfm, scale: u32) -> [u32; 2] {
+        Cmd1::SET_OFM_SCALE.encode(shift | ((round as u16) << 13), scale)
+    }
+
+    #[test]
+    fn argmax_along_x_and_y_first_largest_wins() {
+        // ARGMAX_X over rows [3, 7, 7, -2] and [-5, -6, -1, -1] (int8 at 0): the first largest
+        // positions are 1 and 2. Int32 OFM at 64, no clip.
+        let mut v = fm(FmKind::Ifm, (2, 4, 1), 1, 0, 1);
+        v.extend(fm(FmKind::Ofm, (2, 1, 1), 4, 64, 0x105));
+        v.push(Cmd0::SET_IFM_DEPTH_M1.encode(0));
+        v.push(Cmd0::SET_KERNEL_WIDTH_M1.encode(3));
+        v.push(Cmd0::SET_ACTIVATION.encode(0x1000));
+        v.extend(ofm_scale(16, RoundModeOfm::TruncateToLower, 1));
+        v.push(Cmd0::OP_POOL.encode(PoolingMode::ArgmaxX as u16));
+        let ifm = [3u8, 7, 7, 0xfe, 0xfb, 0xfa, 0xff, 0xff];
+        let out = run_on(&v, &ifm).expect("runs");
+        assert_eq!(out[64..72], [1, 0, 0, 0, 2, 0, 0, 0]);
+
+        // ARGMAX_Y over 3 rows of 2 channels: channel 0 [1, 5, 2] -> 1, channel 1
+        // [-1, -1, -3] -> 0.
+        let mut v = fm(FmKind::Ifm, (3, 1, 2), 1, 0, 1);
+        v.extend(fm(FmKind::Ofm, (1, 1, 2), 4, 64, 0x105));
+        v.push(Cmd0::SET_KERNEL_HEIGHT_M1.encode(2));
+        v.push(Cmd0::SET_ACTIVATION.encode(0x1000));
+        v.extend(ofm_scale(16, RoundModeOfm::TruncateToLower, 1));
+        v.push(Cmd0::OP_POOL.encode(PoolingMode::ArgmaxY as u16));
+        let ifm = [1u8, 0xff, 5, 0xff, 2, 0xfd];
+        let out = run_on(&v, &ifm).expect("runs");
+        assert_eq!(out[64..72], [1, 0, 0, 0, 0, 0, 0, 0]);
+
+        // Another OFM scale would expose the accumulator's unknown low half: refused.
+        let n = v.len();
+        v[n - 3..n - 1].copy_from_slice(&ofm_scale(8, RoundModeOfm::TruncateToLower, 1));
+        let e = run_on(&v, &ifm).expect_err("shift 8");
+        assert_eq!(e.command, Some("NPU_OP_POOL"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+    }
+
+    #[test]
+    fn null_pool_outputs_ifm2_through_the_ofm_scale() {
+        // Int32 IFM2 (100000, -7) at 0 into int8 at 64 with OFM scale 1, shift 10, NATURAL:
+        // 100000 / 1024 = 97.66 -> 98, -7 / 1024 = -0.007 -> 0.
+        let mut v = fm(FmKind::Ifm2, (1, 1, 2), 4, 0, 9);
+        v.extend(fm(FmKind::Ofm, (1, 1, 2), 1, 64, 0x101));
+        v.push(Cmd0::SET_ACTIVATION_MIN.encode(-128i16 as u16));
+        v.push(Cmd0::SET_ACTIVATION_MAX.encode(127));
+        v.extend(ofm_scale(10, RoundModeOfm::Natural, 1));
+        // ACC_INPUT_IFM2 (2 in bits 4..=5), ACC_OUTPUT_ENABLE (0 in bit 6).
+        v.push(Cmd0::SET_ACC_FORMAT.encode(0x20));
+        v.push(Cmd0::OP_POOL.encode(PoolingMode::None as u16));
+        let mut init = [0u8; 8];
+        init[..4].copy_from_slice(&100_000i32.to_le_bytes());
+        init[4..].copy_from_slice(&(-7i32).to_le_bytes());
+        let out = run_on(&v, &init).expect("runs");
+        assert_eq!(out[64..66], [98, 0]);
+        // Accumulators kept for a later operation (ACC_OUTPUT_DISABLE) are not modelled.
+        let n = v.len();
+        v[n - 2] = Cmd0::SET_ACC_FORMAT.encode(0x60);
+        let e = run_on(&v, &init).expect_err("no output");
+        assert_eq!(e.command, Some("NPU_OP_POOL"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+    }
+
+    /// A one-row resize of `[h=1][w=2][c=2]` int8 to width 4, as Vela programs TFLite's
+    /// RESIZE_{NEAREST_NEIGHBOR,BILINEAR} (GEN `GenerateResizeOp`): `(n, d, offset)` for X,
+    /// Y is the identity, OFM block width 4, shift `16 + s`.
+    fn resize_stream(mode: ResizeMode, (n, d, offset): (u16, u32, i16), s: u16) -> Vec<u32> {
+        let mut v = fm(FmKind::Ifm, (1, 2, 2), 1, 0, 1);
+        v.extend(fm(FmKind::Ofm, (1, 4, 2), 1, 64, 0x101));
+        v.push(Cmd0::SET_ACTIVATION_MIN.encode(-128i16 as u16));
+        v.push(Cmd0::SET_ACTIVATION_MAX.encode(127));
+        v.extend(ofm_scale(16 + s, RoundModeOfm::Symmetric, 1));
+        let (n32, d) = (n as u32, d);
+        let (one_int, one_mod) = (d / n32, d % n32);
+        let (blk_int, blk_mod) = (3 * d / n32, 3 * d % n32);
+        v.push(Cmd0::SET_RESIZE_X_SCALE_N_M1.encode(n - 1));
+        v.push(Cmd0::SET_RESIZE_Y_SCALE_N_M1.encode(0));
+        v.extend(
+            Cmd1::SET_RESIZE_X_STEP
+                .encode((one_int | (blk_int << 4)) as u16, one_mod | (blk_mod << 16)),
+        );
+        v.extend(Cmd1::SET_RESIZE_Y_STEP.encode(1, 0));
+        v.push(Cmd0::SET_RESIZE_X_OFFSET.encode(offset as u16 & 0xfff));
+        v.push(Cmd0::SET_RESIZE_Y_OFFSET.encode(0));
+        v.push(Cmd0::SET_KERNEL_HEIGHT_M1.encode(0));
+        v.push(Cmd0::SET_KERNEL_WIDTH_M1.encode(1));
+        v.push(Cmd0::SET_OFM_BLK_WIDTH_M1.encode(3));
+        v.push(Cmd0::OP_RESIZE.encode(mode as u16));
+        v
+    }
+
+    #[test]
+    fn resize_nearest_and_bilinear() {
+        // IFM pixels x0 = (10, -10), x1 = (21, -21).
+        let ifm = [10u8, 0xf6, 21, 0xeb];
+        // Nearest, half-pixel centres (Vela's conversion of align_corners = false): n = 4,
+        // d = 2, offset = -1. Positions -1, 1, 3, 5 in quarters: pixel 0, 0, 1, 1.
+        let out = run_on(&resize_stream(ResizeMode::Nearest, (4, 2, -1), 0), &ifm).expect("runs");
+        assert_eq!(out[64..72], [10, 0xf6, 10, 0xf6, 21, 0xeb, 21, 0xeb]);
+        // Bilinear, n = 2, d = 1, offset 0: weights (2, 0), (1, 1), (2, 0) and (1, 1) against
+        // the clamped edge, so 2*x0, x0 + x1, 2*x1, 2*x1, halved (s = 1) rounding half away
+        // from zero: 10, 15.5 -> 16, 21, 21 and -10, -15.5 -> -16, -21, -21.
+        let out = run_on(&resize_stream(ResizeMode::Bilinear, (2, 1, 0), 1), &ifm).expect("runs");
+        assert_eq!(out[64..72], [10, 0xf6, 16, 0xf0, 21, 0xeb, 21, 0xeb]);
+        // A block step that disagrees with the pixel step and block size is refused.
+        let mut v = resize_stream(ResizeMode::Bilinear, (2, 1, 0), 1);
+        let blk = v
+            .iter()
+            .position(|&w| w == Cmd0::SET_OFM_BLK_WIDTH_M1.encode(3))
+            .expect("block width");
+        v[blk] = Cmd0::SET_OFM_BLK_WIDTH_M1.encode(5);
+        let e = run_on(&v, &ifm).expect_err("inconsistent block step");
+        assert_eq!(e.command, Some("NPU_OP_RESIZE"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+        // REPLICATE is not modelled.
+        let e = run_on(&resize_stream(ResizeMode::Replicate, (2, 1, 0), 1), &ifm)
+            .expect_err("replicate");
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
+    }
+
+    #[test]
+    fn matmul_weights_from_ifm2() {
+        // A = [[1, 2, 3], [4, -5, 6]] stored with IFM zero point 1, B (rows are the OFM
+        // columns) = [[1, 0, -1], [2, 1, 1]] stored with IFM2 zero point -1. A * B^T =
+        // [[-2, 7], [-2, 9]], plus OFM zero point 3.
+        let mut v = fm(FmKind::Ifm, (1, 2, 3), 1, 0, 1);
+        v.extend(fm(FmKind::Ifm2, (1, 2, 3), 1, 16, 1));
+        v.extend(fm(FmKind::Ofm, (1, 2, 2), 1, 64, 0x101));
+        v.push(Cmd0::SET_IFM_DEPTH_M1.encode(2));
+        v.push(Cmd0::SET_IFM_ZERO_POINT.encode(1));
+        v.push(Cmd0::SET_IFM2_ZERO_POINT.encode(-1i16 as u16));
+        v.push(Cmd0::SET_OFM_ZERO_POINT.encode(3));
+        v.push(Cmd0::SET_ACTIVATION_MIN.encode(-128i16 as u16));
+        v.push(Cmd0::SET_ACTIVATION_MAX.encode(127));
+        v.extend(ofm_scale(0, RoundModeOfm::DoubleSymmetric, 1));
+        v.push(Cmd0::OP_CONV.encode(1));
+        let mut init = [0u8; 32];
+        init[..6].copy_from_slice(&[2, 3, 4, 5, 0xfc, 7]);
+        init[16..22].copy_from_slice(&[0, 0xff, 0xfe, 1, 0, 0]);
+        let out = run_on(&v, &init).expect("runs");
+        assert_eq!(out[64..68], [1, 10, 1, 12]);
+        // Per-channel scaling (scale records) is not how Vela programs it: refused.
+        let p = v
+            .iter()
+            .position(|&w| w == Cmd0::SET_OFM_PRECISION.encode(0x101))
+            .expect("OFM precision");
+        v[p] = Cmd0::SET_OFM_PRECISION.encode(0x001);
+        let e = run_on(&v, &init).expect_err("per-channel");
+        assert_eq!(e.command, Some("NPU_OP_CONV"));
+        assert!(matches!(e.kind, SimErrorKind::Unsupported { .. }));
     }
 
     #[test]
@@ -1500,6 +2174,7 @@ mod tests {
             Cmd0::OP_POOL,
             Cmd0::OP_ELEMENTWISE,
             Cmd0::OP_DMA_START,
+            Cmd0::OP_RESIZE,
         ];
         let limits = Limits {
             max_elements: 1 << 16,
