@@ -74,6 +74,7 @@
 pub mod group;
 pub mod model;
 pub mod stream;
+pub mod u85;
 
 use serde_json::{Value as Json, json};
 
@@ -330,7 +331,7 @@ fn op_costs(ops: &[&NpuOperation], target: &Target, mems: &Memories) -> Vec<OpCo
 /// When at most `k` of the jobs ending at `ends` are still running, from `now` on. The jobs of
 /// one engine run one after another, so `ends` never decreases and the pending ones are its
 /// tail.
-fn wait_until(ends: &[u64], now: u64, k: usize) -> u64 {
+pub(crate) fn wait_until(ends: &[u64], now: u64, k: usize) -> u64 {
     match ends.len().checked_sub(k + 1).and_then(|i| ends.get(i)) {
         Some(&end) if end > now => end,
         _ => now,
