@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use npu_build::ethos_u::perf::u85::{U85Target, estimate_stream_u85};
+use npu_build::ethos_u::perf::Options;
+use npu_build::ethos_u::perf::u85::{U85Target, estimate_stream_u85_with};
 use npu_tests::fixtures_dir;
 
 /// Accepted range of the geometric mean of estimate / Vela per configuration (the goal is
@@ -76,7 +77,7 @@ fn ratios() -> BTreeMap<String, Vec<(String, f64)>> {
     for (model, accel, dir) in u85_dirs() {
         let stream = std::fs::read(dir.join("cmd_stream.bin")).expect("cmd_stream.bin");
         let target = target_of(&dir);
-        let est = estimate_stream_u85(&stream, &target)
+        let est = estimate_stream_u85_with(&stream, &target, Options::VELA)
             .unwrap_or_else(|e| panic!("{model}/{accel}: {e}"));
         let vela = summary_value(&dir, "cycles_total");
         let ratio = est.total_cycles as f64 / vela.max(1.0);

@@ -34,7 +34,7 @@ use npu_rt::ethos_u::cop::{self, Cop1};
 use npu_rt::ethos_u::regs::u85::{Cmd0, Cmd1, Command, Commands};
 
 use super::model::{DmaCost, NUM_MEMORIES, OpCost, SHRAM};
-use super::{DmaEstimate, Estimate, MemoryUse, OpEstimate, wait_until};
+use super::{DmaEstimate, Estimate, MemoryUse, OpEstimate, Options, wait_until};
 use crate::error::{Error, Result};
 
 /// Timing of one memory (vela.ini values, in NPU cycles).
@@ -655,8 +655,12 @@ fn transfer_bytes(read: bool, m: &U85Memory, fm: &U85Fm, block: [u64; 3], elemen
     bytes.saturating_mul(m.burst) / burst
 }
 
-/// The IFM block the hardware fetches for `op`'s OFM block (clipped to the IFM).
+/// The IFM block the hardware fetches for `op`'s OFM block (not clipped to the IFM: burst
+/// lengths are judged from the whole block, as Vela does).
 fn ifm_block(op: &U85Op, cfg: &U85Config, ublock_depth: u64) -> [u64; 3] {
+    if matches!(op.class, U85Class::Elementwise(_) | U85Class::Resize) {
+        return op.ofm_block;
+    }
     let b = op.ofm_block;
     let au = cfg.ifm_ublock;
     let need = |o: u64, stride: u64, k: u64, dil: u64| {
@@ -682,7 +686,7 @@ fn ifm_block(op: &U85Op, cfg: &U85Config, ublock_depth: u64) -> [u64; 3] {
         U85Class::Conv => 64,
         _ => b[2],
     };
-    min3(op.ifm.shape, [h, w, d])
+    [h, w, d]
 }
 
 /// Cycles to fetch one IFM block or write one OFM block (latency + transfer).
@@ -800,8 +804,15 @@ fn mac_cycles_per_block(
 /// Per memory (AXI0, AXI1): bytes per channel.
 type ChannelBytes = [[u64; 7]; 2];
 
-/// Cost of one U85 operation (see the module documentation).
+/// Cost of one U85 operation on its own (see the module documentation).
 pub fn op_cost(op: &U85Op, t: &U85Target) -> OpCost {
+    let (mut cost, ch) = op_parts(op, t);
+    add_access(&mut cost, &ch, t);
+    cost
+}
+
+/// An operation's compute cost and the bytes it moves per memory and channel.
+fn op_parts(op: &U85Op, t: &U85Target) -> (OpCost, ChannelBytes) {
     let cfg = t.config;
     let ub_depth = cfg
         .ofm_ublocks
@@ -814,16 +825,15 @@ pub fn op_cost(op: &U85Op, t: &U85Target) -> OpCost {
         .max(1);
     let ub = [op.ublock[0], op.ublock[1], ub_depth];
     let ofm_blk = min3(op.ofm.shape, op.ofm_block);
-    let ifm_blk = ifm_block(op, cfg, ub_depth);
+    let ifm_raw = ifm_block(op, cfg, ub_depth);
+    let ifm_blk = min3(op.ifm.shape, ifm_raw);
     let ao_elem = ao_per_element(op, t);
     let ifm_cycles = {
-        let a = block_cycles(t, true, &op.ifm, ifm_blk);
-        let b = op
-            .ifm2
-            .map_or(0, |f| block_cycles(t, true, &f, ifm_blk.map(|v| v.max(1))));
+        let a = block_cycles(t, true, &op.ifm, ifm_raw);
+        let b = op.ifm2.map_or(0, |f| block_cycles(t, true, &f, ifm_raw));
         a.max(b)
     };
-    let ofm_cycles = block_cycles(t, false, &op.ofm, ofm_blk);
+    let ofm_cycles = block_cycles(t, false, &op.ofm, op.ofm_block);
     let uses_macs = matches!(
         op.class,
         U85Class::Conv | U85Class::Depthwise | U85Class::Pool(_)
@@ -922,7 +932,7 @@ pub fn op_cost(op: &U85Op, t: &U85Target) -> OpCost {
             &mut ch,
             &op.ifm,
             true,
-            ifm_blk,
+            ifm_raw,
             fetch.saturating_mul(subkernels).saturating_mul(prod(count)),
             Channel::Ifm,
         );
@@ -944,14 +954,14 @@ pub fn op_cost(op: &U85Op, t: &U85Target) -> OpCost {
             &mut ch,
             &op.ifm,
             true,
-            ifm_blk,
+            ifm_raw,
             prod(rounded(&op.ifm)),
             ifm_channel,
         );
         if let Some(f) = op.ifm2 {
             let e = prod(rounded(&f));
             if e > 1 {
-                add(&mut ch, &f, true, ifm_blk, e, ifm_channel);
+                add(&mut ch, &f, true, ifm_raw, e, ifm_channel);
             }
         }
     }
@@ -959,10 +969,16 @@ pub fn op_cost(op: &U85Op, t: &U85Target) -> OpCost {
         &mut ch,
         &op.ofm,
         false,
-        ofm_blk,
+        op.ofm_block,
         prod(rounded(&op.ofm)),
         Channel::Write,
     );
+    (cost, ch)
+}
+
+/// Fills in the memory side of `cost` from the bytes per channel: per memory, the larger of
+/// all its bytes at its bandwidth and the busiest channel at that channel's bandwidth.
+fn add_access(cost: &mut OpCost, ch: &ChannelBytes, t: &U85Target) {
     for (axi, channels) in ch.iter().enumerate() {
         let total: u64 = channels.iter().sum();
         if total == 0 {
@@ -987,7 +1003,6 @@ pub fn op_cost(op: &U85Op, t: &U85Target) -> OpCost {
         cost.read[axi] = total - channels[Channel::Write as usize];
         cost.written[axi] = channels[Channel::Write as usize];
     }
-    cost
 }
 
 /// Cost of one DMA: the longer of reading the source and writing the destination.
@@ -1016,13 +1031,67 @@ pub fn dma_cost(dma: &U85Dma, t: &U85Target) -> DmaCost {
 
 /// Estimates a U85 command stream (raw or a COP1 payload) on `target`.
 pub fn estimate_stream_u85(stream: &[u8], target: &U85Target) -> Result<Estimate> {
-    Ok(estimate_events_u85(&decode(stream)?, target))
+    estimate_stream_u85_with(stream, target, Options::default())
+}
+
+/// [`estimate_stream_u85`] with explicit [`Options`] ([`Options::VELA`]: LUT loads free).
+pub fn estimate_stream_u85_with(
+    stream: &[u8],
+    target: &U85Target,
+    options: Options,
+) -> Result<Estimate> {
+    Ok(estimate_events_u85(&decode(stream)?, target, options))
+}
+
+/// The cost of every operation. Operations chained through the chaining buffer (an OFM with
+/// `ACTIVATION_STORAGE_CHAINED` feeding the next operation) run as one pass, as Vela costs
+/// such a group: compute summed, the bytes of all of them sharing the memories; the group's
+/// cost goes to its last operation, the others take no time of their own.
+fn op_costs(ops: &[&U85Op], t: &U85Target) -> Vec<OpCost> {
+    let mut costs = Vec::with_capacity(ops.len());
+    let mut group: Option<(OpCost, ChannelBytes)> = None;
+    for op in ops {
+        let (cost, ch) = op_parts(op, t);
+        let (mut acc, mut acc_ch) = group.take().unwrap_or_default();
+        acc.compute = acc.compute.saturating_add(cost.compute);
+        acc.macs = acc.macs.saturating_add(cost.macs);
+        for (a, c) in acc_ch.iter_mut().zip(ch) {
+            for (x, y) in a.iter_mut().zip(c) {
+                *x = x.saturating_add(y);
+            }
+        }
+        if op.ofm.chained {
+            costs.push(OpCost {
+                compute: 0,
+                macs: 0,
+                ..cost
+            });
+            group = Some((acc, acc_ch));
+        } else {
+            let mut whole = OpCost {
+                compute: acc.compute,
+                macs: acc.macs,
+                ..cost
+            };
+            add_access(&mut whole, &acc_ch, t);
+            costs.push(whole);
+        }
+    }
+    costs
 }
 
 /// Places decoded U85 events on the NPU/DMA timeline: operations one after another, DMAs one
 /// after another on the DMA engine, concurrently, as the waits allow (the U55/U65 timeline's
 /// rules, with a DMA queue of 2).
-pub fn estimate_events_u85(events: &[U85Event], target: &U85Target) -> Estimate {
+pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Options) -> Estimate {
+    let ops: Vec<&U85Op> = events
+        .iter()
+        .filter_map(|e| match e {
+            U85Event::Op(op) => Some(op.as_ref()),
+            _ => None,
+        })
+        .collect();
+    let mut costs = op_costs(&ops, target).into_iter();
     let mut est = Estimate {
         target: target.describe(),
         clock_hz: target.system.clock_hz,
@@ -1056,7 +1125,7 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target) -> Estimate 
     for event in events {
         match event {
             U85Event::Op(op) => {
-                let cost = op_cost(op, target);
+                let cost = costs.next().unwrap_or_default();
                 let start = cp.max(npu_free);
                 let end = start.saturating_add(cost.cycles());
                 npu_free = end;
@@ -1080,7 +1149,10 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target) -> Estimate 
                 });
             }
             U85Event::Dma(dma) => {
-                let cost = dma_cost(dma, target);
+                let mut cost = dma_cost(dma, target);
+                if dma.dst.is_none() && !options.lut_loads {
+                    cost.cycles = 0;
+                }
                 cp = wait_until(&dma_ends, cp, 1);
                 let start = cp.max(dma_free);
                 let end = start.saturating_add(cost.cycles);
