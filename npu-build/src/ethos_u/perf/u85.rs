@@ -256,6 +256,14 @@ pub enum U85Class {
     Resize,
 }
 
+impl U85Op {
+    /// A table lookup on a 1x1 pool: a stand-alone LUT operation (sigmoid, tanh, ... as Vela
+    /// lowers them), not a LUT fused into another operation's output stage.
+    pub fn is_standalone_lut(&self) -> bool {
+        self.lut && matches!(self.class, U85Class::Pool(_)) && self.kernel == [1, 1]
+    }
+}
+
 impl U85Class {
     /// `conv`, `depthwise`, `pool`, `elementwise`, `resize`.
     pub fn name(&self) -> &'static str {
@@ -300,6 +308,8 @@ pub struct U85Op {
     pub ublock: [u64; 2],
     pub part_kernel: bool,
     pub acc48: bool,
+    /// The output stage looks values up in the LUT (`ACTIVATION_FUNCTION_LUT_*`).
+    pub lut: bool,
     pub fast_weights: bool,
     pub sparse: bool,
     /// Region and bytes of the weight (all cores) and scale streams.
@@ -598,6 +608,7 @@ fn op_of(r: &Regs, offset: usize, class: U85Class) -> Result<U85Op> {
         ublock,
         part_kernel: r.f(C::SET_KERNEL_STRIDE, "weight_order") == 1,
         acc48: r.f(C::SET_ACC_FORMAT, "acc_format") == 1,
+        lut: r.f(C::SET_ACTIVATION, "activation_function") != 0,
         fast_weights: r.f(C::SET_WEIGHT_FORMAT, "weight_format") == 1,
         sparse: r.f(C::SET_WEIGHT_FORMAT, "weight_sparsity") == 1,
         weights,
@@ -1119,10 +1130,21 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Opt
             u.bytes_written = u.bytes_written.saturating_add(written[m]);
         }
     };
+    // Vela charges the load of a stand-alone LUT operation's table (an input of that
+    // operation), not of a LUT fused as another operation's activation: per event, whether the
+    // next operation is a stand-alone LUT operation.
+    let mut next_is_lut = vec![false; events.len()];
+    let mut upcoming = false;
+    for (i, e) in events.iter().enumerate().rev() {
+        if let U85Event::Op(op) = e {
+            upcoming = op.is_standalone_lut();
+        }
+        next_is_lut[i] = upcoming;
+    }
     let (mut cp, mut npu_free, mut dma_free) = (0u64, 0u64, 0u64);
     let mut op_ends: Vec<u64> = Vec::new();
     let mut dma_ends: Vec<u64> = Vec::new();
-    for event in events {
+    for (i, event) in events.iter().enumerate() {
         match event {
             U85Event::Op(op) => {
                 let cost = costs.next().unwrap_or_default();
@@ -1150,7 +1172,7 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Opt
             }
             U85Event::Dma(dma) => {
                 let mut cost = dma_cost(dma, target);
-                if dma.dst.is_none() && !options.lut_loads {
+                if dma.dst.is_none() && !options.lut_loads && !next_is_lut[i] {
                     cost.cycles = 0;
                 }
                 cp = wait_until(&dma_ends, cp, 1);
