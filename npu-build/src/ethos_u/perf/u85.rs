@@ -1058,11 +1058,18 @@ pub fn estimate_stream_u85_with(
 /// `ACTIVATION_STORAGE_CHAINED` feeding the next operation) run as one pass, as Vela costs
 /// such a group: compute summed, the bytes of all of them sharing the memories; the group's
 /// cost goes to its last operation, the others take no time of their own.
-fn op_costs(ops: &[&U85Op], t: &U85Target) -> Vec<OpCost> {
+fn op_costs(ops: &[&U85Op], dma_bytes: &[ChannelBytes], t: &U85Target) -> Vec<OpCost> {
     let mut costs = Vec::with_capacity(ops.len());
     let mut group: Option<(OpCost, ChannelBytes)> = None;
-    for op in ops {
-        let (cost, ch) = op_parts(op, t);
+    for (i, op) in ops.iter().enumerate() {
+        let (cost, mut ch) = op_parts(op, t);
+        if let Some(extra) = dma_bytes.get(i) {
+            for (a, c) in ch.iter_mut().zip(extra) {
+                for (x, y) in a.iter_mut().zip(c) {
+                    *x = x.saturating_add(*y);
+                }
+            }
+        }
         let (mut acc, mut acc_ch) = group.take().unwrap_or_default();
         acc.compute = acc.compute.saturating_add(cost.compute);
         acc.macs = acc.macs.saturating_add(cost.macs);
@@ -1102,7 +1109,29 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Opt
             _ => None,
         })
         .collect();
-    let mut costs = op_costs(&ops, target).into_iter();
+    // A memory-to-memory DMA shares the memories with the operation it runs beside (the last
+    // one started before it, or the first if none has): its bytes join that operation's
+    // traffic on the source's DMA channel and the destination's write channel, as Vela counts
+    // the weight transfers that are not buffered ahead.
+    let mut dma_bytes: Vec<ChannelBytes> = vec![[[0; 7]; 2]; ops.len()];
+    let mut seen = 0usize;
+    for e in events {
+        match e {
+            U85Event::Op(_) => seen += 1,
+            U85Event::Dma(d) => {
+                let (Some(src), Some(dst)) = (d.src, d.dst) else {
+                    continue;
+                };
+                if let Some(ch) = dma_bytes.get_mut(seen.saturating_sub(1)) {
+                    let (a, b) = (target.axi_of(src), target.axi_of(dst));
+                    ch[a][Channel::Mem2Mem as usize] += d.bytes;
+                    ch[b][Channel::Write as usize] += d.bytes;
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut costs = op_costs(&ops, &dma_bytes, target).into_iter();
     let mut est = Estimate {
         target: target.describe(),
         clock_hz: target.system.clock_hz,
