@@ -14,9 +14,10 @@ use npu_build::ethos_u::perf::Options;
 use npu_build::ethos_u::perf::u85::{U85Target, estimate_stream_u85_with};
 use npu_tests::fixtures_dir;
 
-/// Accepted range of the geometric mean of estimate / Vela per configuration (the goal is
-/// within 20%: [0.8, 1.25]).
-const GEOMEAN_BOUNDS: (f64, f64) = (0.8, 1.25);
+/// Accepted range of the geometric mean of estimate / Vela per configuration. The goal is
+/// within 20% ([0.8, 1.25]); measured 0.945 (ethos-u85-2048) to 0.983 (ethos-u85-256), so the
+/// bound is held tighter.
+const GEOMEAN_BOUNDS: (f64, f64) = (0.9, 1.1);
 
 /// Every `fixtures/<model>/vela/ethos-u85-*` directory with a stream, sorted.
 fn u85_dirs() -> Vec<(String, String, PathBuf)> {
