@@ -991,7 +991,7 @@ fn op_parts(op: &U85Op, t: &U85Target) -> (OpCost, ChannelBytes) {
 /// all its bytes at its bandwidth and the busiest channel at that channel's bandwidth.
 fn add_access(cost: &mut OpCost, ch: &ChannelBytes, t: &U85Target) {
     for (axi, channels) in ch.iter().enumerate() {
-        let total: u64 = channels.iter().sum();
+        let total = channels.iter().fold(0u64, |a, &b| a.saturating_add(b));
         if total == 0 {
             continue;
         }
@@ -1011,7 +1011,7 @@ fn add_access(cost: &mut OpCost, ch: &ChannelBytes, t: &U85Target) {
             .unwrap_or(0);
         let m = t.memory(axi);
         cost.access[axi] = ((total as f64 / m.bandwidth) as u64).max(busiest);
-        cost.read[axi] = total - channels[Channel::Write as usize];
+        cost.read[axi] = total.saturating_sub(channels[Channel::Write as usize]);
         cost.written[axi] = channels[Channel::Write as usize];
     }
 }
@@ -1124,8 +1124,10 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Opt
                 };
                 if let Some(ch) = dma_bytes.get_mut(seen.saturating_sub(1)) {
                     let (a, b) = (target.axi_of(src), target.axi_of(dst));
-                    ch[a][Channel::Mem2Mem as usize] += d.bytes;
-                    ch[b][Channel::Write as usize] += d.bytes;
+                    let m2m = &mut ch[a][Channel::Mem2Mem as usize];
+                    *m2m = m2m.saturating_add(d.bytes);
+                    let w = &mut ch[b][Channel::Write as usize];
+                    *w = w.saturating_add(d.bytes);
                 }
             }
             _ => {}
@@ -1239,4 +1241,50 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Opt
 /// Every Ethos-U85 configuration name the estimator knows (`ethos-u85-128` ...).
 pub fn u85_names() -> impl Iterator<Item = &'static str> {
     U85_ALL.iter().map(|c| c.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use npu_rt::ethos_u::regs::u85::Cmd0;
+
+    fn words(cmds: &[u32]) -> Vec<u8> {
+        cmds.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn malformed_streams_are_errors_naming_the_offset() {
+        let t = U85Target::new("ethos-u85-256", None, None).unwrap();
+        // Not whole words: the offset is the stream's end, as in the U55/U65 decoder.
+        let e = estimate_stream_u85(&[0, 0, 0, 0, 1], &t).unwrap_err();
+        assert!(matches!(e, Error::CommandStream { offset: 5, .. }), "{e}");
+        // An undefined micro-block (7) in ACC_FORMAT at the operation at byte 4.
+        let s = words(&[
+            Cmd0::SET_ACC_FORMAT.encode(7 << 8),
+            Cmd0::OP_ELEMENTWISE.encode(1),
+        ]);
+        let e = estimate_stream_u85(&s, &t).unwrap_err();
+        assert!(matches!(e, Error::CommandStream { offset: 4, .. }), "{e}");
+    }
+
+    #[test]
+    fn an_elementwise_add_costs_its_output_cycles() {
+        // 1x1x1024 int8 + int8 -> int8 in SRAM (region 1, Shared_Sram) on ethos-u85-256:
+        // 0.25 output cycles per element.
+        let t = U85Target::new("ethos-u85-256", None, None).unwrap();
+        let s = words(&[
+            Cmd0::SET_OFM_DEPTH_M1.encode(1023),
+            Cmd0::SET_IFM_DEPTH_M1.encode(1023),
+            Cmd0::SET_IFM_REGION.encode(1),
+            Cmd0::SET_IFM2_REGION.encode(1),
+            Cmd0::SET_OFM_REGION.encode(1),
+            Cmd0::SET_OFM_BLK_DEPTH_M1.encode(1023),
+            Cmd0::OP_ELEMENTWISE.encode(1),
+            Cmd0::OP_STOP.encode(0),
+        ]);
+        let e = estimate_stream_u85(&s, &t).unwrap();
+        assert_eq!(e.ops.len(), 1);
+        assert_eq!(e.ops[0].cost.compute, 256);
+        assert!(e.total_cycles >= 256);
+    }
 }
