@@ -1,5 +1,7 @@
 //! Performance estimate of an Ethos-U55/U65 command stream: cycles, memory traffic, time.
 //!
+//! Ethos-U85 streams have their own decoder and cost model in [`u85`] (same [`Estimate`]).
+//!
 //! We cannot time silicon here, so speed is estimated with a cost model, checked against
 //! Arm's: the model is the one Vela 5.2.0 uses to report `cycles_total` (Regor's
 //! `EthosU55Performance` and `NetworkPerformance`), and `tests/tests/perf_vela.rs` holds the
