@@ -8,6 +8,11 @@
 //! (`summary.csv`), SRAM and flash bytes (arena and read-only data placed by the memory mode),
 //! and our compile time. With `--vela PATH` (a `vela` executable) it also times Vela's compile of
 //! the same model and options. A model our backend cannot compile gets `-` and the error.
+//!
+//! With `-t ethos-u85` (every Ethos-U85 configuration) or `-t ethos-u85-<macs>` it estimates
+//! Vela's U85 stream of every fixture with `perf::u85` and prints it beside Vela's
+//! `cycles_total`, then per configuration the geometric mean, min and max of ours / Vela
+//! (`--per-op`: every operation and DMA; `--json`: one object per stream).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,6 +49,14 @@ pub struct Args {
     /// performance).
     #[arg(long, alias = "optimize", value_name = "GOAL", value_parser = ["performance", "size"])]
     pub optimise: Option<String>,
+    /// With an Ethos-U85 target: one line per operation and DMA of each stream's estimate.
+    #[arg(long)]
+    pub per_op: bool,
+}
+
+/// `ethos-u85` (every U85 configuration) or `ethos-u85-<macs>`.
+fn is_u85(target: &str) -> bool {
+    target.to_ascii_lowercase().starts_with("ethos-u85")
 }
 
 /// Bytes of each memory kind a compiled model needs.
@@ -356,6 +369,9 @@ fn table(rows: &[Row], vela_only: bool) -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.targets.iter().any(|t| is_u85(t)) {
+        return u85::run(&args);
+    }
     let rows = rows(&args)?;
     if args.json {
         let v: Vec<Json> = rows.iter().map(row_json).collect();
@@ -364,4 +380,147 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}", table(&rows, args.vela_only));
     }
     Ok(())
+}
+
+/// `npu bench -t ethos-u85[-N]`: the Ethos-U85 estimator on Vela's U85 streams against Vela's
+/// own `cycles_total` (there is no U85 backend of ours to compare yet).
+mod u85 {
+    use std::fmt::Write as _;
+    use std::path::Path;
+
+    use serde_json::{Value as Json, json};
+
+    use super::{Args, names_in, summary_value};
+    use crate::sim::estimate_text;
+    use npu_build::error::{Error, Result};
+    use npu_build::ethos_u::perf::Options;
+    use npu_build::ethos_u::perf::u85::{U85Target, estimate_stream_u85_with, u85_names};
+
+    /// One stream: model, configuration, our estimate, Vela's `cycles_total`.
+    struct U85Row {
+        model: String,
+        accel: &'static str,
+        ours: u64,
+        vela: Option<u64>,
+        estimate: npu_build::ethos_u::perf::Estimate,
+    }
+
+    fn wanted(args: &Args, accel: &str) -> bool {
+        args.targets
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case("ethos-u85") || t.eq_ignore_ascii_case(accel))
+    }
+
+    fn target_of(dir: &Path, accel: &str) -> Result<U85Target> {
+        let path = dir.join("meta.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let meta: Json = serde_json::from_str(&text)
+            .map_err(|e| Error::Artifact(format!("{}: {e}", path.display())))?;
+        let s = |k: &str| meta.get(k).and_then(Json::as_str);
+        U85Target::new(accel, s("system_config"), s("memory_mode"))
+    }
+
+    fn rows(args: &Args) -> Result<Vec<U85Row>> {
+        let mut rows = Vec::new();
+        for name in names_in(&args.fixtures)? {
+            if !args.models.is_empty() && !args.models.contains(&name) {
+                continue;
+            }
+            for accel in u85_names() {
+                let dir = args.fixtures.join(&name).join("vela").join(accel);
+                let stream_path = dir.join("cmd_stream.bin");
+                if !wanted(args, accel) || !stream_path.is_file() {
+                    continue;
+                }
+                let stream = std::fs::read(&stream_path).map_err(|e| Error::io(&stream_path, e))?;
+                let target = target_of(&dir, accel)?;
+                // Vela's accounting (a LUT fused as an activation loads for free), as Vela's
+                // cycles_total is compared.
+                let estimate = estimate_stream_u85_with(&stream, &target, Options::VELA)?;
+                rows.push(U85Row {
+                    model: name.clone(),
+                    accel,
+                    ours: estimate.total_cycles,
+                    vela: summary_value(&dir, "cycles_total").map(|v| v as u64),
+                    estimate,
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Per configuration: streams, geometric mean, min and max of ours / Vela.
+    fn summary(rows: &[U85Row]) -> Vec<(&'static str, usize, f64, f64, f64)> {
+        let mut out = Vec::new();
+        for accel in u85_names() {
+            let r: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.accel == accel)
+                .filter_map(|r| r.vela.filter(|&v| v > 0).map(|v| r.ours as f64 / v as f64))
+                .collect();
+            if r.is_empty() {
+                continue;
+            }
+            let geomean = (r.iter().map(|x| x.ln()).sum::<f64>() / r.len() as f64).exp();
+            let min = r.iter().copied().fold(f64::MAX, f64::min);
+            let max = r.iter().copied().fold(0.0, f64::max);
+            out.push((accel, r.len(), geomean, min, max));
+        }
+        out
+    }
+
+    pub fn run(args: &Args) -> Result<()> {
+        let rows = rows(args)?;
+        if args.json {
+            let v: Vec<Json> = rows
+                .iter()
+                .map(|r| {
+                    json!({
+                        "model": r.model,
+                        "accelerator": r.accel,
+                        "vela_cycles_total": r.vela,
+                        "cycles": r.ours,
+                        "estimate": r.estimate.to_json(args.per_op),
+                    })
+                })
+                .collect();
+            println!("{}", Json::Array(v));
+            return Ok(());
+        }
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<28} {:<15} | {:>10} {:>10} {:>6}",
+            "model", "accelerator", "vela(own)", "ours", "o/v"
+        );
+        for r in &rows {
+            let ratio = r
+                .vela
+                .filter(|&v| v > 0)
+                .map_or("-".into(), |v| format!("{:.2}", r.ours as f64 / v as f64));
+            let vela = r.vela.map_or("-".into(), |v| v.to_string());
+            let _ = writeln!(
+                s,
+                "{:<28} {:<15} | {:>10} {:>10} {:>6}",
+                r.model, r.accel, vela, r.ours, ratio
+            );
+            if args.per_op {
+                s.push_str(&estimate_text(&r.estimate, true));
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\n| configuration | streams | geomean ours/Vela | min | max |\n|---|---:|---:|---:|---:|"
+        );
+        for (accel, n, g, lo, hi) in summary(&rows) {
+            let _ = writeln!(s, "| {accel} | {n} | {g:.3} | {lo:.3} | {hi:.3} |");
+        }
+        s.push_str(
+            "ours: ethos_u::perf::u85 on Vela's U85 stream, under the system configuration and \
+             memory mode of its meta.json, with Vela's accounting (loads of LUTs fused as activations \
+             free); vela(own): Vela's summary.csv cycles_total.",
+        );
+        println!("{s}");
+        Ok(())
+    }
 }

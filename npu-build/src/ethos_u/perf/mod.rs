@@ -1,5 +1,7 @@
 //! Performance estimate of an Ethos-U55/U65 command stream: cycles, memory traffic, time.
 //!
+//! Ethos-U85 streams have their own decoder and cost model in [`u85`] (same [`Estimate`]).
+//!
 //! We cannot time silicon here, so speed is estimated with a cost model, checked against
 //! Arm's: the model is the one Vela 5.2.0 uses to report `cycles_total` (Regor's
 //! `EthosU55Performance` and `NetworkPerformance`), and `tests/tests/perf_vela.rs` holds the
@@ -74,6 +76,7 @@
 pub mod group;
 pub mod model;
 pub mod stream;
+pub mod u85;
 
 use serde_json::{Value as Json, json};
 
@@ -330,7 +333,7 @@ fn op_costs(ops: &[&NpuOperation], target: &Target, mems: &Memories) -> Vec<OpCo
 /// When at most `k` of the jobs ending at `ends` are still running, from `now` on. The jobs of
 /// one engine run one after another, so `ends` never decreases and the pending ones are its
 /// tail.
-fn wait_until(ends: &[u64], now: u64, k: usize) -> u64 {
+pub(crate) fn wait_until(ends: &[u64], now: u64, k: usize) -> u64 {
     match ends.len().checked_sub(k + 1).and_then(|i| ends.get(i)) {
         Some(&end) if end > now => end,
         _ => now,
