@@ -31,10 +31,21 @@ fn run_case_with(
     k: usize,
     tweak: impl Fn(&mut CompileOptions),
 ) -> Option<String> {
+    run_case_arena(model, ext, target, k, tweak).err()
+}
+
+/// [`run_case_with`], returning the compiled arena's size when the outputs are TFLite's.
+fn run_case_arena(
+    model: &str,
+    ext: &str,
+    target: &str,
+    k: usize,
+    tweak: impl Fn(&mut CompileOptions),
+) -> Result<usize, String> {
     let path = fixtures_dir().join(model).join(format!("{model}.{ext}"));
     let graph = match npu_build::import::load(&path) {
         Ok(g) => g,
-        Err(e) => return Some(format!("{model}.{ext}: import: {e}")),
+        Err(e) => return Err(format!("{model}.{ext}: import: {e}")),
     };
     let t = Target::for_accelerator(target).expect("known target");
     // The target's defaults: on the U65s (Dedicated_Sram) the intermediate feature maps go to
@@ -43,15 +54,15 @@ fn run_case_with(
     tweak(&mut options);
     let compiled = match compile_with(&graph, t.accelerator, &options) {
         Ok(c) => c,
-        Err(e) => return Some(format!("{model}.{ext} on {target}: compile: {e}")),
+        Err(e) => return Err(format!("{model}.{ext} on {target}: compile: {e}")),
     };
     let (outputs, _) = match compiled.run_sim(&fixture_inputs(model, k)) {
         Ok(r) => r,
-        Err(e) => return Some(format!("{model}.{ext} on {target}: run: {e}")),
+        Err(e) => return Err(format!("{model}.{ext} on {target}: run: {e}")),
     };
     let want = fixture_outputs(model, k);
     if outputs.len() != want.len() {
-        return Some(format!(
+        return Err(format!(
             "{model}.{ext} on {target}: {} outputs, expected {}",
             outputs.len(),
             want.len()
@@ -65,7 +76,14 @@ fn run_case_with(
         .filter(|(_, d)| !d.is_empty())
         .map(|(j, d)| format!("output {j}: {d}"))
         .collect();
-    (!d.is_empty()).then(|| format!("{model}.{ext} on {target} input {k}: {}", d.join("; ")))
+    if d.is_empty() {
+        Ok(compiled.arena_size)
+    } else {
+        Err(format!(
+            "{model}.{ext} on {target} input {k}: {}",
+            d.join("; ")
+        ))
+    }
 }
 
 fn check_all(models: &[String], exts: &[&str], targets: &[&str]) {
@@ -166,6 +184,51 @@ fn networks_striped_for_size_are_bit_exact() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// `sram_limit` between the two ends: every network fixture compiled with budgets a third and
+/// two thirds of the way from its size-mode arena to its performance-mode arena, and with the
+/// size-mode arena itself, fits each budget and stays bit-exact (on the virtual NPU, hazard
+/// checker on). Random budgets on a synthetic chain: `npu-build`'s stripe tests.
+#[test]
+fn networks_under_budgets_between_size_and_performance_are_bit_exact() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for model in network_fixtures() {
+        for target in ["ethos-u55-128", "ethos-u55-64"] {
+            let ends = run_case_arena(&model, "tflite", target, 0, |o| o.optimise_size = true)
+                .and_then(|small| {
+                    run_case_arena(&model, "tflite", target, 0, |_| {}).map(|big| (small, big))
+                });
+            let (small, big) = match ends {
+                Ok(e) => e,
+                Err(f) => {
+                    failures.push(f);
+                    continue;
+                }
+            };
+            if big <= small {
+                continue;
+            }
+            for budget in [
+                small,
+                small + (big - small) / 3,
+                small + 2 * (big - small) / 3,
+            ] {
+                match run_case_arena(&model, "tflite", target, 0, |o| {
+                    o.arena_budget = Some(budget)
+                }) {
+                    Ok(arena) if arena <= budget => checked += 1,
+                    Ok(arena) => failures.push(format!(
+                        "{model} on {target}: arena {arena} over the budget {budget}"
+                    )),
+                    Err(f) => failures.push(format!("budget {budget}: {f}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(checked >= 10, "only {checked} budgets checked");
 }
 
 #[test]
