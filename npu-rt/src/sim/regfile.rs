@@ -164,9 +164,9 @@ impl<'a> SystemMemory<'a> {
 /// The most PMU event counters of any hosted NPU (U85: 8, U55/U65: 4).
 const MAX_PMU_COUNTERS: usize = u85ctrl::NUM_PMU_COUNTERS;
 
-/// The virtual NPU behind the registers.
+/// The virtual NPU behind the registers (both boxed: the U55/U65 model is large).
 enum Engine {
-    U55(VirtualNpu),
+    U55(Box<VirtualNpu>),
     U85(Box<VirtualU85>),
 }
 
@@ -178,7 +178,7 @@ impl Engine {
     /// A freshly reset NPU of the same configuration.
     fn fresh(&self) -> Engine {
         match self {
-            Engine::U55(n) => Engine::U55(VirtualNpu::new(n.config())),
+            Engine::U55(n) => Engine::U55(Box::new(VirtualNpu::new(n.config()))),
             Engine::U85(n) => Engine::U85(Box::new(VirtualU85::new(n.config()))),
         }
     }
@@ -300,7 +300,7 @@ impl core::fmt::Debug for RegisterFile<'_> {
 impl<'a> RegisterFile<'a> {
     /// A freshly reset NPU of `config` seeing `mem`.
     pub fn new(config: &'static AcceleratorConfig, mem: SystemMemory<'a>) -> Self {
-        RegisterFile::with_engine(Engine::U55(VirtualNpu::new(config)), mem)
+        RegisterFile::with_engine(Engine::U55(Box::new(VirtualNpu::new(config))), mem)
     }
 
     /// A freshly reset Ethos-U85 of `config` seeing `mem`: `ID` reads
