@@ -1108,3 +1108,44 @@ fn u85_config_mismatches_are_config_errors() {
     // And the U85-128 stream runs on a U85-128.
     check_model("op_conv1x1", &u85_128, u85_rig(&ETHOS_U85_128));
 }
+
+#[test]
+fn u85_register_model_answers_at_the_u85_offsets() {
+    use npu_rt::ethos_u::regs::u85::ctrl::{self as u85ctrl, offset as u85off};
+    let mut regs = RegisterFile::new_u85(&ETHOS_U85_256, SystemMemory::new());
+    assert!(regs.is_u85());
+    assert_eq!(regs.read32(offset::ID), u85ctrl::ID);
+    assert_eq!(regs.read32(offset::CONFIG), 0x2000_0118);
+    // MEM_ATTR0..3, AXI_SRAM, AXI_EXT read back.
+    for (i, v) in [0, 0, 4, 4].into_iter().enumerate() {
+        regs.write32(u85off::MEM_ATTR0 + 4 * i as u32, v);
+    }
+    regs.write32(u85off::AXI_SRAM, u85ctrl::axi_limits(64, 32, 2));
+    regs.write32(u85off::AXI_EXT, u85ctrl::axi_limits(16, 8, 1));
+    assert_eq!(regs.read32(u85off::MEM_ATTR0 + 8), 4);
+    assert_eq!(regs.read32(u85off::AXI_SRAM), 0x0002_1f3f);
+    assert_eq!(regs.read32(u85off::AXI_EXT), 0x0001_070f);
+    // The PMU: eight event counters at +0x1000, nothing at the U55/U65 place.
+    assert_eq!((regs.read32(u85off::PMCR) >> 11) & 0x1f, 8);
+    assert_eq!(regs.read32(offset::PMCR), 0);
+    regs.write32(u85off::PMEVTYPER0 + 4 * 7, PmuEvent::Cycle.bits() as u32);
+    assert_eq!(
+        regs.read32(u85off::PMEVTYPER0 + 4 * 7),
+        PmuEvent::Cycle.bits() as u32
+    );
+    regs.write32(offset::PMEVTYPER0, 0x23);
+    assert_eq!(
+        regs.read32(u85off::PMEVTYPER0),
+        0,
+        "the U55 offset is not the U85 PMU"
+    );
+    regs.write32(u85off::PMCNTENSET, u32::MAX);
+    assert_eq!(regs.read32(u85off::PMCNTENSET), 0x8000_00ff);
+    // A U55/U65 model keeps four counters at the U55/U65 offsets.
+    let mut u55 = RegisterFile::new(&ETHOS_U55_128, SystemMemory::new());
+    assert!(!u55.is_u85());
+    assert_eq!((u55.read32(offset::PMCR) >> 11) & 0x1f, 4);
+    u55.write32(offset::PMCNTENSET, u32::MAX);
+    assert_eq!(u55.read32(offset::PMCNTENSET), 0x8000_000f);
+    assert_eq!(u55.read32(u85off::PMCR), 0);
+}
