@@ -9,11 +9,16 @@
 //! `--stats` adds the cycle estimate of [`npu_build::ethos_u::perf`] (`cycles_estimate`, `time_ms`
 //! in JSON; one row per operation with `--per-op`) for meta.json's system configuration and
 //! memory mode, or `--system-config` / `--memory-mode`.
+//!
+//! Ethos-U85 directories (`ethos-u85-*`: the accelerator name, else a COP1 payload whose
+//! OPTIMIZER_CONFIG is a U85's) run on the virtual U85 ([`VirtualU85`]); `--stats` prints the
+//! same counters, without a cycle estimate (the estimator models U55/U65 only).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use npu_rt::ethos_u::config::{AcceleratorConfig, U85Config};
+use npu_rt::ethos_u::config::{AcceleratorConfig, U85_ALL, U85Config};
+use npu_rt::ethos_u::cop::{Architecture, Cop1};
 use npu_rt::sim::{OpKind, Regions, Stats, VirtualNpu, VirtualU85};
 use serde_json::Value as Json;
 
@@ -65,8 +70,11 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|p| Value::read_npy(p))
         .collect::<Result<Vec<_>>>()?;
-    let config = dir.accelerator(args.accelerator.as_deref())?;
-    let (mut outputs, stats) = dir.run(config, &inputs)?;
+    let machine = dir.machine(args.accelerator.as_deref())?;
+    let (mut outputs, stats) = match machine {
+        Machine::U55(config) => dir.run(config, &inputs)?,
+        Machine::U85(config) => dir.run_u85(config, &inputs)?,
+    };
     if let (Some(shape), Some(first)) = (&args.output_shape, outputs.first_mut()) {
         *first = Value::new(shape.clone(), first.data.clone())?;
     }
@@ -80,6 +88,24 @@ pub fn run(args: Args) -> Result<()> {
     for (path, value) in args.outputs.iter().zip(&outputs) {
         value.write_npy(path)?;
     }
+    let config = match machine {
+        Machine::U55(config) => config,
+        Machine::U85(config) => {
+            if args.stats {
+                let text = if args.json {
+                    let mut v = stats_value(&stats);
+                    v["accelerator"] = config.name.into();
+                    v.to_string()
+                } else {
+                    let mut t = stats_text_for(&stats, config.name);
+                    t.push_str("\n(no cycle estimate: the estimator models Ethos-U55/U65 only)");
+                    t
+                };
+                println!("{text}");
+            }
+            return Ok(());
+        }
+    };
     if args.stats {
         let target = dir.target(
             config,
@@ -179,8 +205,10 @@ pub fn estimate_text(e: &Estimate, per_op: bool) -> String {
 
 /// Which virtual NPU runs a stream.
 #[derive(Clone, Copy, Debug)]
-enum Machine {
+pub enum Machine {
+    /// The virtual Ethos-U55/U65 ([`VirtualNpu`]).
     U55(&'static AcceleratorConfig),
+    /// The virtual Ethos-U85 ([`VirtualU85`]).
     U85(&'static U85Config),
 }
 
@@ -259,6 +287,34 @@ impl CompiledDir {
             .ok_or_else(|| bad_meta(&self.path, format!("\"{key}\" must hold integer shapes")))
     }
 
+    /// The virtual NPU for this directory: the accelerator `name` if given, else meta.json's
+    /// `"accelerator"`; a U85 name picks the virtual U85. Without a name, a COP1 payload for
+    /// Ethos-U85 picks the U85 configuration with its MACs (OPTIMIZER_CONFIG bits 0..=3).
+    pub fn machine(&self, name: Option<&str>) -> Result<Machine> {
+        let given = name.or_else(|| self.meta.get("accelerator").and_then(Json::as_str));
+        if let Some(c) = given.and_then(U85Config::by_name) {
+            return Ok(Machine::U85(c));
+        }
+        if given.is_none()
+            && let Ok(cop) = Cop1::parse(&self.cmd_stream)
+            && cop.architecture() == Some(Architecture::EthosU85)
+        {
+            let macs_log2 = cop.optimizer_config().map_or(0, |(c, _)| c & 0xf);
+            return U85_ALL
+                .iter()
+                .copied()
+                .find(|c| c.hw_macs_per_cc() == macs_log2)
+                .map(Machine::U85)
+                .ok_or_else(|| {
+                    bad_meta(
+                        &self.path,
+                        format!("no Ethos-U85 configuration has 2^{macs_log2} MACs"),
+                    )
+                });
+        }
+        self.accelerator(name).map(Machine::U55)
+    }
+
     /// The accelerator: `name` if given, else meta.json's `"accelerator"`.
     pub fn accelerator(&self, name: Option<&str>) -> Result<&'static AcceleratorConfig> {
         let name = match name {
@@ -316,6 +372,16 @@ impl CompiledDir {
         runs.iter()
             .map(|inputs| self.run_on(Machine::U55(config), inputs, &mut arena, &mut fast))
             .collect()
+    }
+
+    /// [`CompiledDir::run`] on the virtual Ethos-U85 (for `ethos-u85-*` directories).
+    pub fn run_u85(
+        &self,
+        config: &'static U85Config,
+        inputs: &[Value],
+    ) -> Result<(Vec<Value>, Stats)> {
+        let (mut arena, mut fast) = (Vec::new(), Vec::new());
+        self.run_on(Machine::U85(config), inputs, &mut arena, &mut fast)
     }
 
     /// [`CompiledDir::run_sequence`] on the virtual Ethos-U85 (for `ethos-u85-*` directories).
@@ -518,11 +584,16 @@ pub fn io_shape(meta: &[usize]) -> Vec<usize> {
 
 /// Human-readable counters.
 pub fn stats_text(stats: &Stats, config: &AcceleratorConfig) -> String {
+    stats_text_for(stats, config.name)
+}
+
+/// Human-readable counters of a run on the accelerator named `accelerator`.
+pub fn stats_text_for(stats: &Stats, accelerator: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "accelerator {}: {} commands, {} operations",
-        config.name, stats.commands, stats.operations
+        accelerator, stats.commands, stats.operations
     );
     let _ = writeln!(
         s,
@@ -598,4 +669,66 @@ pub fn stats_value(stats: &Stats) -> Json {
         "by_kind": by_kind,
         "ops": ops,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures")
+            .join(rel)
+    }
+
+    #[test]
+    fn npu_sim_runs_u85_directories_on_the_virtual_u85() {
+        let dir = fixture("op_conv1x1/vela/ethos-u85-256");
+        let loaded = CompiledDir::load(&dir).expect("load");
+        assert!(matches!(
+            loaded.machine(None),
+            Ok(Machine::U85(c)) if c.name == "ethos-u85-256"
+        ));
+        // Without meta.json's name, the payload's OPTIMIZER_CONFIG picks the U85 by its MACs.
+        let mut anonymous = loaded.clone();
+        anonymous.meta["accelerator"] = Json::Null;
+        assert!(matches!(
+            anonymous.machine(None),
+            Ok(Machine::U85(c)) if c.name == "ethos-u85-256"
+        ));
+        let out = std::env::temp_dir().join(format!("npu-sim-u85-{}.npy", std::process::id()));
+        for stats in [&[][..], &["--stats"][..], &["--stats", "--json"][..]] {
+            let mut args: Vec<std::ffi::OsString> = vec![
+                "npu".into(),
+                "sim".into(),
+                dir.clone().into(),
+                "--input".into(),
+                fixture("op_conv1x1/io/input_1.npy").into(),
+                "--output".into(),
+                out.clone().into(),
+            ];
+            args.extend(stats.iter().map(Into::into));
+            crate::main_with(args, crate::Defaults::default()).expect("npu sim");
+            let got = Value::read_npy(&out).expect("output");
+            let want = Value::read_npy(&fixture("op_conv1x1/io/output_1.npy")).expect("reference");
+            assert_eq!(got.data.to_le_bytes(), want.data.to_le_bytes(), "{stats:?}");
+        }
+        let _ = std::fs::remove_file(&out);
+    }
+
+    #[test]
+    fn u85_stats_text_names_the_accelerator() {
+        let dir = CompiledDir::load(&fixture("op_add/vela/ethos-u85-128")).expect("load");
+        let Machine::U85(config) = dir.machine(None).expect("machine") else {
+            panic!("not a U85");
+        };
+        let inputs = [
+            Value::read_npy(&fixture("op_add/io/input_0_0.npy")).expect("input 0"),
+            Value::read_npy(&fixture("op_add/io/input_0_1.npy")).expect("input 1"),
+        ];
+        let (_, stats) = dir.run_u85(config, &inputs).expect("run");
+        let text = stats_text_for(&stats, config.name);
+        assert!(text.starts_with("accelerator ethos-u85-128: "), "{text}");
+        assert!(stats.operations > 0);
+    }
 }

@@ -16,7 +16,10 @@ use npu_build::value::Value;
 use npu_cli::sim::CompiledDir;
 use npu_rt::Job;
 use npu_rt::error::Error;
-use npu_rt::ethos_u::config::{AcceleratorConfig, ETHOS_U55_64, ETHOS_U55_128, ETHOS_U55_256};
+use npu_rt::ethos_u::config::{
+    AcceleratorConfig, ETHOS_U55_64, ETHOS_U55_128, ETHOS_U55_256, ETHOS_U85_128, ETHOS_U85_256,
+    U85_ALL, U85Config,
+};
 use npu_rt::ethos_u::driver::QUEUE_REGION;
 use npu_rt::ethos_u::driver::{EthosU, IrqState, Mmio, Platform, PmuConfig, Settings};
 use npu_rt::ethos_u::regs::ctrl::{Status, offset};
@@ -188,6 +191,8 @@ type Driver<'s, 'm> = EthosU<Regs<'s, 'm>, Hooks<'s, 'm>>;
 /// How to build the system for one test.
 struct Rig {
     accel: &'static AcceleratorConfig,
+    /// Host a virtual Ethos-U85 of this configuration instead of `accel`.
+    u85: Option<&'static U85Config>,
     step: Option<u64>,
     irq: bool,
     sync_caches: bool,
@@ -198,6 +203,7 @@ impl Default for Rig {
     fn default() -> Self {
         Rig {
             accel: &ETHOS_U55_128,
+            u85: None,
             step: None,
             irq: false,
             sync_caches: true,
@@ -221,7 +227,10 @@ fn with_driver<R>(
     mem.map(QUEUE_AT, payload)
         .map(WEIGHTS_AT, weights)
         .map_mut(SRAM_AT, &mut sram);
-    let mut regs = RegisterFile::new(rig.accel, mem);
+    let mut regs = match rig.u85 {
+        Some(config) => RegisterFile::new_u85(config, mem),
+        None => RegisterFile::new(rig.accel, mem),
+    };
     regs.set_auto_run(rig.step.is_none());
     let mapping = |(cpu, len): (usize, usize), phys, sram| Mapping {
         cpu,
@@ -442,7 +451,12 @@ fn assert_good_run(npu: &mut Driver<'_, '_>, m: &Model, arena: &mut [u8], what: 
 /// Injects `fault` into op_conv1x1's run on a `rig` system, expects `want`, then checks the
 /// reset and a good run.
 fn fault_case(what: &str, fault: Option<Fault>, rig: Rig, want: Error) {
-    let m = vela("op_conv1x1");
+    fault_case_on("ethos-u55-128", what, fault, rig, want)
+}
+
+/// [`fault_case`] with op_conv1x1 compiled by Vela for `accel`.
+fn fault_case_on(accel: &str, what: &str, fault: Option<Fault>, rig: Rig, want: Error) {
+    let m = vela_for("op_conv1x1", accel);
     let mut arena = vec![0u8; m.arena_size];
     with_driver(&m.payload, &m.weights, range(&arena), rig, |npu, soc| {
         if let Some(f) = fault {
@@ -842,4 +856,296 @@ fn buffers_the_npu_cannot_reach_are_refused() {
             assert_good_run(npu, &m, &mut arena, "unreachable buffers");
         },
     );
+}
+
+// Ethos-U85: the same driver on a register model hosting the virtual U85. The driver finds
+// the family in the payload's OPTIMIZER_CONFIG (product 2) and programs the U85 register map
+// (MEM_ATTR, AXI_SRAM/AXI_EXT, the PMU at +0x1000).
+
+/// A rig hosting the virtual Ethos-U85 of `config`.
+fn u85_rig(config: &'static U85Config) -> Rig {
+    Rig {
+        u85: Some(config),
+        ..Rig::default()
+    }
+}
+
+#[test]
+fn u85_conv1x1_through_the_driver_is_bit_exact_on_every_configuration() {
+    let mut ran = 0;
+    for config in U85_ALL {
+        // Vela's fixtures cover ethos-u85-128, -256, -512 and -2048.
+        let dir = fixtures_dir().join("op_conv1x1/vela").join(config.name);
+        if !dir.exists() {
+            continue;
+        }
+        ran += 1;
+        let m = vela_for("op_conv1x1", config.name);
+        let report = check_model("op_conv1x1", &m, u85_rig(config));
+        assert!(
+            report.cycles.is_some_and(|c| c > 0),
+            "{}: cycles",
+            config.name
+        );
+        assert!(
+            report.count(PmuEvent::MacActive).is_some_and(|c| c > 0),
+            "{}: MAC active",
+            config.name
+        );
+    }
+    assert_eq!(ran, 4);
+}
+
+#[test]
+fn u85_mv2_through_the_driver_is_bit_exact() {
+    let m = vela_for("mv2_224", "ethos-u85-256");
+    let report = check_model("mv2_224", &m, u85_rig(&ETHOS_U85_256));
+    println!("{report}");
+    assert!(report.count(PmuEvent::NpuActive).is_some_and(|c| c > 0));
+}
+
+#[test]
+fn u85_reads_back_as_a_u85() {
+    let m = vela_for("op_conv1x1", "ethos-u85-256");
+    let mut arena = vec![0u8; m.arena_size];
+    with_driver(
+        &m.payload,
+        &m.weights,
+        range(&arena),
+        u85_rig(&ETHOS_U85_256),
+        |npu, _| {
+            // The CONFIG and ID words Vela wrote into the payload.
+            let (id, config) = npu.hardware();
+            assert_eq!(m.payload[8..12], config.0.to_le_bytes());
+            assert_eq!(m.payload[12..16], id.0.to_le_bytes());
+            assert_eq!((config.0, id.0), (0x2000_0118, 0x2000_7000));
+            assert_good_run(npu, &m, &mut arena, "U85");
+        },
+    );
+}
+
+#[test]
+fn u85_stepping_npu_with_polling_and_with_the_interrupt_hook() {
+    let m = vela_for("op_conv1x1", "ethos-u85-256");
+    for (step, irq) in [(Some(1), false), (Some(1), true), (None, true)] {
+        check_model(
+            "op_conv1x1",
+            &m,
+            Rig {
+                step,
+                irq,
+                ..u85_rig(&ETHOS_U85_256)
+            },
+        );
+    }
+}
+
+#[test]
+fn u85_injected_faults() {
+    let rigs = || {
+        [
+            (u85_rig(&ETHOS_U85_256), "polling"),
+            (
+                Rig {
+                    step: Some(2),
+                    irq: true,
+                    ..u85_rig(&ETHOS_U85_256)
+                },
+                "stepping, interrupt",
+            ),
+        ]
+    };
+    for (rig, how) in rigs() {
+        fault_case_on(
+            "ethos-u85-256",
+            &format!("U85 bus error ({how})"),
+            Some(Fault::BusError { after_commands: 7 }),
+            rig,
+            Error::BusError {
+                status: bus_error_status(DmaFaultChannel::IfmRead),
+            },
+        );
+    }
+    for (rig, how) in rigs() {
+        fault_case_on(
+            "ethos-u85-256",
+            &format!("U85 parse error ({how})"),
+            Some(Fault::CmdParseError { after_commands: 3 }),
+            rig,
+            Error::CommandError {
+                status: PARSE_ERROR_STATUS,
+            },
+        );
+    }
+    for (rig, how) in rigs() {
+        fault_case_on(
+            "ethos-u85-256",
+            &format!("U85 hang ({how})"),
+            Some(Fault::Hang { after_commands: 4 }),
+            Rig {
+                max_polls: 50,
+                step: rig.step.map(|_| 16),
+                ..rig
+            },
+            Error::Timeout {
+                status: Status::STATE,
+            },
+        );
+    }
+}
+
+#[test]
+fn u85_corrupted_command_word_is_a_command_error() {
+    // cmd0 0x3ff is no U85 opcode either.
+    let mut m = vela_for("op_conv1x1", "ethos-u85-256");
+    let at = 32 + 4 * 5;
+    m.payload[at..at + 4].copy_from_slice(&0x0000_03ffu32.to_le_bytes());
+    let mut arena = vec![0u8; m.arena_size];
+    with_driver(
+        &m.payload,
+        &m.weights,
+        range(&arena),
+        u85_rig(&ETHOS_U85_256),
+        |npu, _| {
+            let (input, want) = io("op_conv1x1", 0);
+            let got = infer(npu, &m, &mut arena, &input, want.len());
+            assert_eq!(
+                got.err(),
+                Some(Error::CommandError {
+                    status: PARSE_ERROR_STATUS
+                })
+            );
+            assert_reset(npu, "U85 corrupted word");
+        },
+    );
+}
+
+#[test]
+fn u85_addressing_past_the_npu_memory_is_a_bus_error() {
+    // As for U55: the IFM (4096..6144) runs off an SRAM window cut at 5120.
+    let m = vela_for("op_conv1x1", "ethos-u85-256");
+    assert_eq!((m.input_at, m.arena_size), (4096, 6144));
+    let short = 5120;
+    let mut arena = vec![0u8; m.arena_size];
+    let cpu_arena = (arena.as_ptr() as usize, short);
+    with_driver(
+        &m.payload,
+        &m.weights,
+        cpu_arena,
+        u85_rig(&ETHOS_U85_256),
+        |npu, _| {
+            let err = npu.run_job(Job {
+                command_stream: &m.payload,
+                weights: &m.weights,
+                arena: &mut arena[..short],
+                fast_scratch: &mut [],
+                arena_needed: short,
+                fast_scratch_needed: 0,
+            });
+            assert_eq!(
+                err,
+                Err(Error::BusError {
+                    status: bus_error_status(DmaFaultChannel::IfmRead)
+                })
+            );
+            assert_reset(npu, "U85 out of bounds");
+        },
+    );
+}
+
+#[test]
+fn u85_config_mismatches_are_config_errors() {
+    let u85_256 = vela_for("op_conv1x1", "ethos-u85-256");
+    let u85_128 = vela_for("op_conv1x1", "ethos-u85-128");
+    let u55 = vela("op_conv1x1");
+    assert_eq!(u85_128.payload[8..12], 0x2000_0117u32.to_le_bytes());
+    let size = [&u85_256, &u85_128, &u55]
+        .iter()
+        .map(|m| m.arena_size)
+        .max()
+        .unwrap();
+    let mut arena = vec![0u8; size];
+    // On a U85-256: a U85-128 stream (MACs) and a U55-128 stream (product).
+    with_driver(
+        &u85_256.payload,
+        &u85_256.weights,
+        range(&arena),
+        u85_rig(&ETHOS_U85_256),
+        |npu, soc| {
+            let (input, want) = io("op_conv1x1", 0);
+            for (m, expected) in [(&u85_128, 0x2000_0117), (&u55, 0x0000_1807)] {
+                assert_eq!(
+                    infer(npu, m, &mut arena, &input, want.len()).err(),
+                    Some(Error::ConfigMismatch {
+                        expected,
+                        found: 0x2000_0118
+                    })
+                );
+            }
+            assert!(soc.regs.borrow().stats().ops.is_empty(), "never started");
+            assert_good_run(npu, &u85_256, &mut arena, "U85 mismatch");
+        },
+    );
+    // On a U55-128: the U85-128 stream (same MACs, other product).
+    with_driver(
+        &u55.payload,
+        &u55.weights,
+        range(&arena),
+        Rig::default(),
+        |npu, soc| {
+            let (input, want) = io("op_conv1x1", 0);
+            assert_eq!(
+                infer(npu, &u85_128, &mut arena, &input, want.len()).err(),
+                Some(Error::ConfigMismatch {
+                    expected: 0x2000_0117,
+                    found: 0x0000_1807
+                })
+            );
+            assert!(soc.regs.borrow().stats().ops.is_empty(), "never started");
+            assert_good_run(npu, &u55, &mut arena, "U85 stream on a U55");
+        },
+    );
+    // And the U85-128 stream runs on a U85-128.
+    check_model("op_conv1x1", &u85_128, u85_rig(&ETHOS_U85_128));
+}
+
+#[test]
+fn u85_register_model_answers_at_the_u85_offsets() {
+    use npu_rt::ethos_u::regs::u85::ctrl::{self as u85ctrl, offset as u85off};
+    let mut regs = RegisterFile::new_u85(&ETHOS_U85_256, SystemMemory::new());
+    assert!(regs.is_u85());
+    assert_eq!(regs.read32(offset::ID), u85ctrl::ID);
+    assert_eq!(regs.read32(offset::CONFIG), 0x2000_0118);
+    // MEM_ATTR0..3, AXI_SRAM, AXI_EXT read back.
+    for (i, v) in [0, 0, 4, 4].into_iter().enumerate() {
+        regs.write32(u85off::MEM_ATTR0 + 4 * i as u32, v);
+    }
+    regs.write32(u85off::AXI_SRAM, u85ctrl::axi_limits(64, 32, 2));
+    regs.write32(u85off::AXI_EXT, u85ctrl::axi_limits(16, 8, 1));
+    assert_eq!(regs.read32(u85off::MEM_ATTR0 + 8), 4);
+    assert_eq!(regs.read32(u85off::AXI_SRAM), 0x0002_1f3f);
+    assert_eq!(regs.read32(u85off::AXI_EXT), 0x0001_070f);
+    // The PMU: eight event counters at +0x1000, nothing at the U55/U65 place.
+    assert_eq!((regs.read32(u85off::PMCR) >> 11) & 0x1f, 8);
+    assert_eq!(regs.read32(offset::PMCR), 0);
+    regs.write32(u85off::PMEVTYPER0 + 4 * 7, PmuEvent::Cycle.bits() as u32);
+    assert_eq!(
+        regs.read32(u85off::PMEVTYPER0 + 4 * 7),
+        PmuEvent::Cycle.bits() as u32
+    );
+    regs.write32(offset::PMEVTYPER0, 0x23);
+    assert_eq!(
+        regs.read32(u85off::PMEVTYPER0),
+        0,
+        "the U55 offset is not the U85 PMU"
+    );
+    regs.write32(u85off::PMCNTENSET, u32::MAX);
+    assert_eq!(regs.read32(u85off::PMCNTENSET), 0x8000_00ff);
+    // A U55/U65 model keeps four counters at the U55/U65 offsets.
+    let mut u55 = RegisterFile::new(&ETHOS_U55_128, SystemMemory::new());
+    assert!(!u55.is_u85());
+    assert_eq!((u55.read32(offset::PMCR) >> 11) & 0x1f, 4);
+    u55.write32(offset::PMCNTENSET, u32::MAX);
+    assert_eq!(u55.read32(offset::PMCNTENSET), 0x8000_000f);
+    assert_eq!(u55.read32(u85off::PMCR), 0);
 }

@@ -19,20 +19,27 @@
 //!
 //! The cycle counter and the cycle-based PMU events come from a simple synthetic model (work
 //! divided by the configuration's throughput); they are for driver plumbing, not performance.
+//!
+//! [`RegisterFile::new_u85`] hosts a virtual Ethos-U85 ([`super::VirtualU85`]) instead: `ID` and
+//! `CONFIG` read back as a U85's, the U85 register map applies where it differs from U55/U65
+//! ([`crate::ethos_u::regs::u85::ctrl`]: `MEM_ATTR0..3`, `AXI_SRAM`, `AXI_EXT`, the PMU at
+//! `+0x1000` with eight event counters), and the queue runs U85 commands.
 
+use std::boxed::Box;
 use std::vec::Vec;
 
-use crate::ethos_u::config::AcceleratorConfig;
+use crate::ethos_u::config::{AcceleratorConfig, U85Config};
 use crate::ethos_u::regs::ctrl::{
     CmdReg, NUM_PMU_COUNTERS, NUM_REGIONS, PMU_CYCLE_COUNTER_BIT, Pmcr, PmevTyper, Reset, Status,
     offset,
 };
+use crate::ethos_u::regs::u85::ctrl as u85ctrl;
 use crate::ethos_u::regs::{DmaFaultChannel, PmuEvent};
 
 use super::error::{Access, SimError, SimErrorKind};
 use super::memory::Regions;
 use super::stats::Stats;
-use super::{StreamEnd, VirtualNpu};
+use super::{StreamEnd, VirtualNpu, VirtualU85};
 
 /// The `ID` register value the model reports (the value Vela writes into its COP1 payloads).
 pub const DEFAULT_ID: u32 = 0x1006_6001;
@@ -154,6 +161,87 @@ impl<'a> SystemMemory<'a> {
     }
 }
 
+/// The most PMU event counters of any hosted NPU (U85: 8, U55/U65: 4).
+const MAX_PMU_COUNTERS: usize = u85ctrl::NUM_PMU_COUNTERS;
+
+/// The virtual NPU behind the registers (both boxed: the U55/U65 model is large).
+enum Engine {
+    U55(Box<VirtualNpu>),
+    U85(Box<VirtualU85>),
+}
+
+impl Engine {
+    fn is_u85(&self) -> bool {
+        matches!(self, Engine::U85(_))
+    }
+
+    /// A freshly reset NPU of the same configuration.
+    fn fresh(&self) -> Engine {
+        match self {
+            Engine::U55(n) => Engine::U55(Box::new(VirtualNpu::new(n.config()))),
+            Engine::U85(n) => Engine::U85(Box::new(VirtualU85::new(n.config()))),
+        }
+    }
+
+    fn config_word(&self) -> u32 {
+        match self {
+            Engine::U55(n) => n.config_register().0,
+            Engine::U85(n) => n.config_register().0,
+        }
+    }
+
+    fn pmu_counters(&self) -> usize {
+        if self.is_u85() {
+            u85ctrl::NUM_PMU_COUNTERS
+        } else {
+            NUM_PMU_COUNTERS
+        }
+    }
+
+    /// (MACs, output elements, AXI bytes) per cycle of the synthetic cycle model.
+    fn throughput(&self) -> (u64, u64, u64) {
+        match self {
+            Engine::U55(n) => {
+                let c = n.config();
+                (
+                    (c.macs * c.cores).max(1) as u64,
+                    c.elementwise_units.max(1) as u64,
+                    c.axi_port_bytes_per_cycle.max(1) as u64,
+                )
+            }
+            // Synthetic: one output element per 8 MACs, 16 bytes per SRAM port.
+            Engine::U85(n) => {
+                let c = n.config();
+                (
+                    c.macs.max(1) as u64,
+                    (c.macs / 8).max(1) as u64,
+                    16u64 << c.axi_sram_log2,
+                )
+            }
+        }
+    }
+
+    fn begin_queue(&mut self) {
+        match self {
+            Engine::U55(n) => n.work = 0,
+            Engine::U85(n) => n.begin_queue(),
+        }
+    }
+
+    fn step(
+        &mut self,
+        words: &[u32],
+        byte_offset: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<(usize, Option<StreamEnd>), SimError> {
+        match self {
+            Engine::U55(n) => n.step(words, byte_offset, regions, stats),
+            Engine::U85(n) => n.step(words, byte_offset, regions, stats),
+        }
+    }
+}
+
 /// Execution state of the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Run {
@@ -164,7 +252,7 @@ enum Run {
 
 /// The control interface of one virtual NPU.
 pub struct RegisterFile<'a> {
-    npu: VirtualNpu,
+    npu: Engine,
     mem: SystemMemory<'a>,
     id: u32,
     status: u32,
@@ -177,6 +265,9 @@ pub struct RegisterFile<'a> {
     lock: u32,
     regioncfg: u32,
     axi_limit: [u32; 4],
+    axi_sram: u32,
+    axi_ext: u32,
+    power_ctrl: u32,
     basep: [u64; NUM_REGIONS],
     pmcr: u32,
     pmcnten: u32,
@@ -185,8 +276,8 @@ pub struct RegisterFile<'a> {
     pmccntr: u64,
     pmccntr_cfg: u32,
     pmcaxi_chan: u32,
-    pmevcntr: [u32; NUM_PMU_COUNTERS],
-    pmevtyper: [u32; NUM_PMU_COUNTERS],
+    pmevcntr: [u32; MAX_PMU_COUNTERS],
+    pmevtyper: [u32; MAX_PMU_COUNTERS],
     run: Run,
     auto_run: bool,
     fault: Option<Fault>,
@@ -209,10 +300,26 @@ impl core::fmt::Debug for RegisterFile<'_> {
 impl<'a> RegisterFile<'a> {
     /// A freshly reset NPU of `config` seeing `mem`.
     pub fn new(config: &'static AcceleratorConfig, mem: SystemMemory<'a>) -> Self {
+        RegisterFile::with_engine(Engine::U55(Box::new(VirtualNpu::new(config))), mem)
+    }
+
+    /// A freshly reset Ethos-U85 of `config` seeing `mem`: `ID` reads
+    /// [`u85ctrl::ID`], `CONFIG` the configuration's U85 `CONFIG` word.
+    pub fn new_u85(config: &'static U85Config, mem: SystemMemory<'a>) -> Self {
+        RegisterFile::with_engine(Engine::U85(Box::new(VirtualU85::new(config))), mem)
+    }
+
+    fn with_engine(npu: Engine, mem: SystemMemory<'a>) -> Self {
+        let id = if npu.is_u85() {
+            u85ctrl::ID
+        } else {
+            DEFAULT_ID
+        };
+        let counters = npu.pmu_counters() as u32;
         RegisterFile {
-            npu: VirtualNpu::new(config),
+            npu,
             mem,
-            id: DEFAULT_ID,
+            id,
             status: 0,
             cmd: 0,
             prot: 0,
@@ -223,16 +330,19 @@ impl<'a> RegisterFile<'a> {
             lock: 0,
             regioncfg: 0,
             axi_limit: [0; 4],
+            axi_sram: 0,
+            axi_ext: 0,
+            power_ctrl: 0,
             basep: [0; NUM_REGIONS],
-            pmcr: (NUM_PMU_COUNTERS as u32) << 11,
+            pmcr: counters << 11,
             pmcnten: 0,
             pmovs: 0,
             pmint: 0,
             pmccntr: 0,
             pmccntr_cfg: 0,
             pmcaxi_chan: 0,
-            pmevcntr: [0; NUM_PMU_COUNTERS],
-            pmevtyper: [0; NUM_PMU_COUNTERS],
+            pmevcntr: [0; MAX_PMU_COUNTERS],
+            pmevtyper: [0; MAX_PMU_COUNTERS],
             run: Run::Idle,
             auto_run: true,
             fault: None,
@@ -277,9 +387,51 @@ impl<'a> RegisterFile<'a> {
         &mut self.mem
     }
 
+    /// Whether this model hosts an Ethos-U85.
+    pub fn is_u85(&self) -> bool {
+        self.npu.is_u85()
+    }
+
+    /// The U55/U65 offset of the register at `off` on the hosted NPU, so one decoder serves
+    /// both maps; `None` where the hosted NPU has no register the model keeps.
+    fn canonical(&self, off: u32) -> Option<u32> {
+        use u85ctrl::offset as o;
+        if !self.npu.is_u85() {
+            return Some(off);
+        }
+        match off {
+            // The PMU moved up by 0x1000.
+            x if (o::PMCR..o::PMCR + 0x80).contains(&x)
+                || (o::PMEVCNTR0..o::WINDOW_SIZE).contains(&x) =>
+            {
+                Some(x - o::PMU_SHIFT)
+            }
+            // The U55/U65 PMU place, and the internal memory debug window (not modelled).
+            0x0180..0x0200 | 0x0300..0x0800 => None,
+            x => Some(x),
+        }
+    }
+
+    /// Index of PMU counter register `o` in the array at `base` (4 or 8 counters).
+    fn pmu_index(&self, o: u32, base: u32) -> Option<usize> {
+        let i = (o.checked_sub(base)? / 4) as usize;
+        (o.is_multiple_of(4) && i < self.npu.pmu_counters()).then_some(i)
+    }
+
     /// Reads a 32-bit register. Unknown offsets read as zero.
     pub fn read32(&mut self, off: u32) -> u32 {
-        let cfg = self.npu.config_register().0;
+        let cfg = self.npu.config_word();
+        if self.npu.is_u85() {
+            match off {
+                u85ctrl::offset::AXI_SRAM => return self.axi_sram,
+                u85ctrl::offset::AXI_EXT => return self.axi_ext,
+                u85ctrl::offset::POWER_CTRL => return self.power_ctrl,
+                _ => {}
+            }
+        }
+        let Some(off) = self.canonical(off) else {
+            return 0;
+        };
         match off {
             offset::ID => self.id,
             offset::STATUS => self.status,
@@ -317,19 +469,22 @@ impl<'a> RegisterFile<'a> {
             offset::PMCCNTR_HI => ((self.pmccntr >> 32) & 0xffff) as u32,
             offset::PMCCNTR_CFG => self.pmccntr_cfg,
             offset::PMCAXI_CHAN => self.pmcaxi_chan,
-            o @ offset::PMEVCNTR0..0x0310 if o.is_multiple_of(4) => self
-                .pmevcntr
-                .get(((o - offset::PMEVCNTR0) / 4) as usize)
+            o @ offset::PMEVCNTR0..offset::PMEVTYPER0 => self
+                .pmu_index(o, offset::PMEVCNTR0)
+                .and_then(|i| self.pmevcntr.get(i))
                 .copied()
                 .unwrap_or(0),
-            o @ offset::PMEVTYPER0..0x0390 if o.is_multiple_of(4) => self
-                .pmevtyper
-                .get(((o - offset::PMEVTYPER0) / 4) as usize)
+            o @ offset::PMEVTYPER0..offset::SHARED_BUFFER0 => self
+                .pmu_index(o, offset::PMEVTYPER0)
+                .and_then(|i| self.pmevtyper.get(i))
                 .copied()
                 .unwrap_or(0),
             o @ offset::SHARED_BUFFER0..0x0800 if o.is_multiple_of(4) => {
                 let a = (o - offset::SHARED_BUFFER0) as usize;
-                let s = self.npu.shram();
+                let Engine::U55(npu) = &self.npu else {
+                    return 0;
+                };
+                let s = npu.shram();
                 match s.get(a..a + 4) {
                     Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
                     None => 0,
@@ -341,6 +496,18 @@ impl<'a> RegisterFile<'a> {
 
     /// Writes a 32-bit register. Read-only and unknown offsets ignore writes.
     pub fn write32(&mut self, off: u32, value: u32) {
+        if self.npu.is_u85() {
+            match off {
+                u85ctrl::offset::AXI_SRAM => return self.axi_sram = value & 0x3_1f3f,
+                u85ctrl::offset::AXI_EXT => return self.axi_ext = value & 0x3_1f3f,
+                u85ctrl::offset::POWER_CTRL => return self.power_ctrl = value & 0x3f,
+                _ => {}
+            }
+        }
+        let Some(off) = self.canonical(off) else {
+            return;
+        };
+        let counters_mask = self.pmu_mask();
         match off {
             offset::CMD => self.write_cmd(value),
             offset::RESET => self.soft_reset(Reset(value)),
@@ -372,25 +539,25 @@ impl<'a> RegisterFile<'a> {
             }
             offset::PMCR => {
                 if value & Pmcr::EVENT_CNT_RST != 0 {
-                    self.pmevcntr = [0; NUM_PMU_COUNTERS];
+                    self.pmevcntr = [0; MAX_PMU_COUNTERS];
                 }
                 if value & Pmcr::CYCLE_CNT_RST != 0 {
                     self.pmccntr = 0;
                 }
                 // Reset bits self-clear; the counter count field is read-only.
-                self.pmcr =
-                    (value & (Pmcr::CNT_EN | Pmcr::MASK_EN)) | (NUM_PMU_COUNTERS as u32) << 11;
+                self.pmcr = (value & (Pmcr::CNT_EN | Pmcr::MASK_EN))
+                    | (self.npu.pmu_counters() as u32) << 11;
             }
-            offset::PMCNTENSET => self.pmcnten |= value & pmu_mask(),
+            offset::PMCNTENSET => self.pmcnten |= value & counters_mask,
             offset::PMCNTENCLR => self.pmcnten &= !value,
-            offset::PMOVSSET => self.pmovs |= value & pmu_mask(),
+            offset::PMOVSSET => self.pmovs |= value & counters_mask,
             offset::PMOVSCLR => {
                 self.pmovs &= !value;
                 if self.pmovs & self.pmint == 0 {
                     self.status &= !Status::PMU_IRQ_RAISED;
                 }
             }
-            offset::PMINTSET => self.pmint |= value & pmu_mask(),
+            offset::PMINTSET => self.pmint |= value & counters_mask,
             offset::PMINTCLR => self.pmint &= !value,
             offset::PMCCNTR => self.pmccntr = (self.pmccntr & !0xffff_ffff) | value as u64,
             offset::PMCCNTR_HI => {
@@ -398,18 +565,18 @@ impl<'a> RegisterFile<'a> {
             }
             offset::PMCCNTR_CFG => self.pmccntr_cfg = value & 0x03ff_03ff,
             offset::PMCAXI_CHAN => self.pmcaxi_chan = value & 0x7ff,
-            o @ offset::PMEVCNTR0..0x0310 if o.is_multiple_of(4) => {
+            o @ offset::PMEVCNTR0..offset::PMEVTYPER0 => {
                 if let Some(r) = self
-                    .pmevcntr
-                    .get_mut(((o - offset::PMEVCNTR0) / 4) as usize)
+                    .pmu_index(o, offset::PMEVCNTR0)
+                    .and_then(|i| self.pmevcntr.get_mut(i))
                 {
                     *r = value;
                 }
             }
-            o @ offset::PMEVTYPER0..0x0390 if o.is_multiple_of(4) => {
+            o @ offset::PMEVTYPER0..offset::SHARED_BUFFER0 => {
                 if let Some(r) = self
-                    .pmevtyper
-                    .get_mut(((o - offset::PMEVTYPER0) / 4) as usize)
+                    .pmu_index(o, offset::PMEVTYPER0)
+                    .and_then(|i| self.pmevtyper.get_mut(i))
                 {
                     *r = value & 0x3ff;
                 }
@@ -421,9 +588,9 @@ impl<'a> RegisterFile<'a> {
     fn soft_reset(&mut self, r: Reset) {
         let keep_id = self.id;
         let mem = core::mem::take(&mut self.mem);
-        let config = self.npu.config();
+        let npu = self.npu.fresh();
         let (auto, fault) = (self.auto_run, self.fault);
-        *self = RegisterFile::new(config, mem);
+        *self = RegisterFile::with_engine(npu, mem);
         // Test configuration survives the reset; an injected fault that has not fired yet
         // stays armed (one that fired, like a hang, is what the reset recovers from).
         self.id = keep_id;
@@ -460,7 +627,7 @@ impl<'a> RegisterFile<'a> {
         self.last_error = None;
         self.status = (self.status | Status::STATE)
             & !(Status::CMD_END_REACHED | Status::BUS_STATUS | Status::CMD_PARSE_ERROR);
-        self.npu.work = 0;
+        self.npu.begin_queue();
         if self.auto_run {
             self.step(u64::MAX);
         }
@@ -545,6 +712,11 @@ impl<'a> RegisterFile<'a> {
                         }
                         SimErrorKind::RegionUnmapped { .. }
                         | SimErrorKind::RegionReadOnly { .. } => (Status::BUS_STATUS, 0),
+                        // U85's STATUS has no weight decoder fault bit (bit 7 is reserved); a
+                        // corrupt weight stream shows as a parse error there (inferred).
+                        SimErrorKind::Weights(_) if self.npu.is_u85() => {
+                            (Status::CMD_PARSE_ERROR, DmaFaultChannel::WeightRead as u32)
+                        }
                         SimErrorKind::Weights(_) => {
                             (Status::WD_FAULT, DmaFaultChannel::WeightRead as u32)
                         }
@@ -594,17 +766,12 @@ impl<'a> RegisterFile<'a> {
         if !Pmcr(self.pmcr).cnt_en() {
             return;
         }
-        let cfg = self.npu.config();
-        let macs_per_cycle = (cfg.macs * cfg.cores).max(1) as u64;
+        let (macs_per_cycle, elements_per_cycle, bytes_per_cycle) = self.npu.throughput();
         let read: u64 = op.bytes_read.iter().sum();
         let written: u64 = op.bytes_written.iter().sum();
-        let bytes_per_cycle = cfg.axi_port_bytes_per_cycle.max(1) as u64;
         let mac_cycles = op.macs.div_ceil(macs_per_cycle);
         let cycles = mac_cycles
-            .max(
-                op.ofm_elements
-                    .div_ceil(cfg.elementwise_units.max(1) as u64),
-            )
+            .max(op.ofm_elements.div_ceil(elements_per_cycle))
             .max((read + written).div_ceil(bytes_per_cycle))
             .max(1);
         if self.pmcnten & PMU_CYCLE_COUNTER_BIT != 0 {
@@ -614,7 +781,7 @@ impl<'a> RegisterFile<'a> {
                 self.overflow(PMU_CYCLE_COUNTER_BIT);
             }
         }
-        for i in 0..NUM_PMU_COUNTERS {
+        for i in 0..self.npu.pmu_counters() {
             if self.pmcnten & (1 << i) == 0 {
                 continue;
             }
@@ -636,16 +803,17 @@ impl<'a> RegisterFile<'a> {
         }
     }
 
+    /// The counter bits of `PMCNTENSET` and friends: the cycle counter and each event counter.
+    fn pmu_mask(&self) -> u32 {
+        PMU_CYCLE_COUNTER_BIT | ((1 << self.npu.pmu_counters()) - 1)
+    }
+
     fn overflow(&mut self, bit: u32) {
         self.pmovs |= bit;
         if self.pmint & bit != 0 {
             self.status |= Status::PMU_IRQ_RAISED | Status::IRQ_RAISED;
         }
     }
-}
-
-fn pmu_mask() -> u32 {
-    PMU_CYCLE_COUNTER_BIT | ((1 << NUM_PMU_COUNTERS) - 1)
 }
 
 fn channel_of(access: Access) -> u32 {

@@ -22,6 +22,7 @@ use std::vec::Vec;
 use crate::ethos_u::config::U85Config;
 use crate::ethos_u::cop::{self, Architecture, Cop1};
 use crate::ethos_u::numerics;
+use crate::ethos_u::regs::u85::ctrl::Config as U85ConfigReg;
 use crate::ethos_u::regs::u85::fields::{
     AccFormat, AccInput, AccOutput, ActivationClipRange, ActivationFunction, ActivationReverse,
     ActivationStorage, ActivationTranspose, BroadcastMode, ElementwiseMode, PoolingMode,
@@ -1836,6 +1837,56 @@ impl Op {
                 _ => E::Add,
             }),
         }
+    }
+}
+
+/// The register-file model's hooks ([`super::regfile::RegisterFile`] hosting a U85).
+impl VirtualU85 {
+    /// The `CONFIG` register of this configuration (Vela's `ConfigRegister`: MACs, command
+    /// stream version 1, AXI ports, one weight decoder per core, product 2).
+    pub fn config_register(&self) -> U85ConfigReg {
+        let c = self.config;
+        U85ConfigReg::new(
+            c.hw_macs_per_cc(),
+            1,
+            c.axi_sram_log2,
+            c.axi_ext_log2,
+            c.cores.max(1).ilog2(),
+        )
+    }
+
+    /// Starts counting the work of a new queue (the registers are kept, as on hardware).
+    pub(crate) fn begin_queue(&mut self) {
+        self.work = 0;
+    }
+
+    /// Decodes and executes one command given as words at `byte_offset` of the queue; returns
+    /// the words it used and whether it ended the stream.
+    pub(crate) fn step(
+        &mut self,
+        words: &[u32],
+        byte_offset: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<(usize, Option<StreamEnd>), SimError> {
+        let cmd = crate::ethos_u::regs::u85::decode(words, 0, byte_offset)
+            .map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
+        stats.commands += 1;
+        let used = cmd.words();
+        if self.state.apply(&cmd) {
+            return Ok((used, None));
+        }
+        let name = cmd.opcode().name();
+        let err = |kind| SimError::at(byte_offset, Some(name), kind);
+        let Command::Cmd0 { op, param } = cmd else {
+            return Err(err(SimErrorKind::Unsupported {
+                what: "NPU_OP_BRANCH on the virtual Ethos-U85",
+            }));
+        };
+        let end = self
+            .operation(op, param, byte_offset, regions, stats)
+            .map_err(err)?;
+        Ok((used, end))
     }
 }
 

@@ -1,7 +1,9 @@
 //! Register access: the [`Mmio`] trait, its volatile-pointer implementation for hardware, and
 //! (feature `sim`) the register-file model of the virtual NPU.
 
-use crate::ethos_u::regs::ctrl::offset::WINDOW_SIZE;
+// The U85 window (its PMU ends at 0x1400) covers the U55/U65 one (0x1000); the driver only
+// touches the registers of the family the payload is for.
+use crate::ethos_u::regs::u85::ctrl::offset::WINDOW_SIZE;
 
 /// 32-bit access to the NPU's register window at byte offsets
 /// ([`crate::ethos_u::regs::ctrl::offset`]).
@@ -30,8 +32,9 @@ impl<T: Mmio + ?Sized> Mmio for &mut T {
 
 /// The NPU's register window on hardware, accessed with volatile loads and stores.
 ///
-/// Offsets outside the 4 KiB window or not a multiple of 4 read as 0 and ignore writes, so no
-/// access ever leaves the window.
+/// Offsets outside the window (`0x1400` bytes, the U85's; 4 KiB on U55/U65, whose driver never
+/// goes past it) or not a multiple of 4 read as 0 and ignore writes, so no access ever leaves
+/// the window.
 #[derive(Debug)]
 pub struct VolatileMmio {
     base: *mut u32,
@@ -43,7 +46,7 @@ impl VolatileMmio {
     /// # Safety
     ///
     /// `base` must be the 4-byte aligned address of an Ethos-U register window
-    /// (`WINDOW_SIZE` bytes of device memory) that stays mapped for the life of the returned
+    /// (`WINDOW_SIZE` bytes of device memory, 4 KiB for a U55/U65) that stays mapped for the life of the returned
     /// value, and nothing may drive the same NPU concurrently except through volatile
     /// accesses that follow the driver's protocol (e.g. [`super::IrqState::on_interrupt`] in
     /// the interrupt handler).

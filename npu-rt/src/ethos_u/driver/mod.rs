@@ -1,4 +1,4 @@
-//! The MMIO driver: runs a COP1 job on an Ethos-U55/U65 through its register window.
+//! The MMIO driver: runs a COP1 job on an Ethos-U55, U65 or U85 through its register window.
 //!
 //! A run ([`EthosU::run_job`], or [`crate::Npu::run`]):
 //! 1. parses the COP1 payload and checks the arena and fast scratch sizes;
@@ -6,7 +6,9 @@
 //! 3. checks `CONFIG` (product, MACs per cycle, command stream version, custom DMA) and `ID`
 //!    (architecture) against the payload's OPTIMIZER_CONFIG: a stream built for another
 //!    configuration is an error, never a silently wrong result;
-//! 4. programs `QCONFIG`, `REGIONCFG`, `AXI_LIMIT0..3` ([`Settings`]);
+//! 4. programs `QCONFIG`, `REGIONCFG`, `AXI_LIMIT0..3` ([`Settings`]); on a U85 (the payload's
+//!    product is 2) `MEM_ATTR0..3`, `QCONFIG`, `REGIONCFG`, `AXI_SRAM`, `AXI_EXT` instead
+//!    ([`crate::ethos_u::regs::u85::ctrl`]);
 //! 5. translates the buffers to NPU addresses ([`Platform::npu_address`]), cleans the data
 //!    cache over them, starts the PMU ([`PmuConfig`]);
 //! 6. for each command stream: `QBASE`/`QSIZE`, `BASEP0..2` (weights, arena, fast scratch),
@@ -16,8 +18,14 @@
 //!    stops touching the buffers the caller gets back), and invalidates the data cache over
 //!    the arena and the fast scratch.
 //!
+//! The family comes from the payload's OPTIMIZER_CONFIG: it picks the register map (U85: AXI
+//! and PMU registers, eight PMU counters of which [`PmuConfig`] uses four, `STATUS.branch_fault`
+//! as an error), the address width (U55 32 bits, U65 and U85 40) and the extra U85 `CONFIG`
+//! checks (AXI SRAM/external port counts, as `ethosu_dev_verify_optimizer_config` does).
+//!
 //! Sources for the sequence and the defaults: Arm's `ethos-u-core-driver`
-//! (`ethosu_device_u55_u65.c`, `ethosu_config_u55.h`).
+//! (`ethosu_device_u55_u65.c`, `ethosu_config_u55.h`; `ethosu_device_u85.c`,
+//! `ethosu_config_u85.h`, `ethosu_pmu_u85.c` for U85).
 
 mod irq;
 mod mmio;
@@ -29,6 +37,7 @@ mod tests;
 pub use irq::IrqState;
 pub use mmio::{Mmio, VolatileMmio};
 pub use platform::{Coherent, Platform};
+use pmu::PmuMap;
 pub use pmu::{PmuConfig, PmuReport};
 
 use crate::error::Error;
@@ -36,6 +45,7 @@ use crate::ethos_u::cop::Cop1;
 use crate::ethos_u::regs::ctrl::{
     AxiLimit, CmdReg, Config, Id, RegionCfg, Reset, Status, basep_offset, offset,
 };
+use crate::ethos_u::regs::u85::ctrl::{self as u85ctrl, Config as U85ConfigReg};
 use crate::ethos_u::regs::{MemAttr, PrivilegeLevel, SecurityLevel};
 use crate::npu::{Job, Npu};
 
@@ -49,12 +59,22 @@ pub struct Settings {
     pub privilege: PrivilegeLevel,
     /// Security level the NPU's transactions get after reset.
     pub security: SecurityLevel,
-    /// Memory attribute of command-stream reads (`QCONFIG`).
+    /// Memory attribute of command-stream reads (`QCONFIG`); on a U85 the index of the
+    /// `MEM_ATTR` entry (same two bits).
     pub qconfig: MemAttr,
-    /// Memory attribute of each region (`REGIONCFG`).
+    /// Memory attribute of each region (`REGIONCFG`); on a U85 the `MEM_ATTR` index of each.
     pub regioncfg: RegionCfg,
-    /// `AXI_LIMIT0..3`: burst length, memory type and outstanding transactions per attribute.
+    /// `AXI_LIMIT0..3` (U55/U65): burst length, memory type and outstanding transactions per
+    /// attribute.
     pub axi_limits: [AxiLimit; 4],
+    /// `MEM_ATTR0..3` (U85): memory domain, AXI port and memory type of each entry
+    /// ([`u85ctrl::mem_attr`]).
+    pub mem_attr: [u32; 4],
+    /// `AXI_SRAM` (U85): outstanding transactions and burst length on the SRAM ports
+    /// ([`u85ctrl::axi_limits`]).
+    pub axi_sram: u32,
+    /// `AXI_EXT` (U85): the same for the external ports.
+    pub axi_ext: u32,
     /// Looks at `STATUS` (or [`Platform::idle`] calls in interrupt mode) before a run that has
     /// not finished is a [`Error::Timeout`].
     pub max_polls: u32,
@@ -76,13 +96,24 @@ impl Settings {
     /// `ethos-u-core-driver`'s defaults: privileged and secure; commands on AXI1 (counter 2);
     /// region 0 (weights) on AXI1 counter 3, region 1 (arena) on AXI0 counter 0, the others on
     /// AXI0 counter 1; 64-byte bursts, 32 outstanding reads and 16 writes; reset bound 100000
-    /// reads; run bound 50 million looks at STATUS.
+    /// reads; run bound 50 million looks at STATUS. On a U85 (`ethosu_config_u85.h`): the same
+    /// `QCONFIG`/`REGIONCFG` values select `MEM_ATTR` entries, entries 0 and 1 on the SRAM
+    /// port, 2 and 3 on the external port; 64 outstanding reads, 32 writes, 256-byte bursts on
+    /// both.
     pub const DEFAULT: Settings = Settings {
         privilege: PrivilegeLevel::Privileged,
         security: SecurityLevel::Secure,
         qconfig: MemAttr::Axi1OutstandingCounter2,
         regioncfg: RegionCfg(0x5553),
         axi_limits: [axi_limit(0, 0, 32, 16); 4],
+        mem_attr: [
+            u85ctrl::mem_attr(0, false, 0),
+            u85ctrl::mem_attr(0, false, 0),
+            u85ctrl::mem_attr(0, true, 0),
+            u85ctrl::mem_attr(0, true, 0),
+        ],
+        axi_sram: u85ctrl::axi_limits(64, 32, 2),
+        axi_ext: u85ctrl::axi_limits(64, 32, 2),
         max_polls: 50_000_000,
         reset_polls: 100_000,
     };
@@ -204,19 +235,13 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
         self.check_present()?;
         self.reset()?;
         self.check_hardware(want_config, want_id)?;
-        self.regs
-            .write32(offset::QCONFIG, self.settings.qconfig as u32);
-        self.regs
-            .write32(offset::REGIONCFG, self.settings.regioncfg.0);
-        for (i, limit) in self.settings.axi_limits.iter().enumerate() {
-            self.regs
-                .write32(offset::AXI_LIMIT0 + 4 * i as u32, limit.0);
-        }
-        // U55 drives 32 address bits, U65 40.
+        let u85 = Config(want_config).product() == u85ctrl::PRODUCT;
+        self.program_axi(u85);
+        // U55 drives 32 address bits, U65 and U85 40.
         let limit = if Config(want_config).product() == 0 {
             1 << 32
         } else {
-            1 << 40
+            1 << u85ctrl::ADDRESS_BITS
         };
         let base = [
             self.npu_address(0, job.weights, limit)?,
@@ -228,17 +253,23 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
         self.platform.clean(job.weights);
         self.platform.clean(job.arena);
         self.platform.clean(job.fast_scratch);
+        let pmu_map = if u85 { PmuMap::U85 } else { PmuMap::U55 };
         if let Some(pmu) = &self.pmu {
-            pmu.start(&mut self.regs);
+            pmu.start(&mut self.regs, pmu_map);
         }
+        let errors = if u85 {
+            u85ctrl::STATUS_ERRORS
+        } else {
+            Status::ERRORS
+        };
         let mut result = Ok(());
         for (_, stream) in cop.command_streams() {
-            result = self.run_stream(stream, &base, limit);
+            result = self.run_stream(stream, &base, limit, errors);
             if result.is_err() {
                 break;
             }
         }
-        self.report = self.pmu.map(|pmu| pmu.read(&mut self.regs));
+        self.report = self.pmu.map(|pmu| pmu.read(&mut self.regs, pmu_map));
         if result.is_err() {
             // Stop a faulted or hung NPU before the caller gets its buffers back.
             let _ = self.reset();
@@ -246,6 +277,28 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
         self.platform.invalidate(job.arena);
         self.platform.invalidate(job.fast_scratch);
         result
+    }
+
+    /// Programs the memory attributes and AXI limits of the family's register map.
+    fn program_axi(&mut self, u85: bool) {
+        let s = self.settings;
+        if u85 {
+            for (i, attr) in s.mem_attr.iter().enumerate() {
+                self.regs
+                    .write32(u85ctrl::offset::MEM_ATTR0 + 4 * i as u32, *attr);
+            }
+        }
+        self.regs.write32(offset::QCONFIG, s.qconfig as u32);
+        self.regs.write32(offset::REGIONCFG, s.regioncfg.0);
+        if u85 {
+            self.regs.write32(u85ctrl::offset::AXI_SRAM, s.axi_sram);
+            self.regs.write32(u85ctrl::offset::AXI_EXT, s.axi_ext);
+        } else {
+            for (i, limit) in s.axi_limits.iter().enumerate() {
+                self.regs
+                    .write32(offset::AXI_LIMIT0 + 4 * i as u32, limit.0);
+            }
+        }
     }
 
     /// Soft reset into the configured privilege and security level, bounded.
@@ -264,7 +317,7 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
 
     /// Whether an Ethos-U answers at the window: an absent device (an unmapped address, a
     /// system without the NPU, an emulator that does not model it) reads as all zeros or all
-    /// ones, and no Ethos-U has an `ID` of either (its architecture major version is 1).
+    /// ones, and no Ethos-U has an `ID` of either (its architecture major version is 1 or 2).
     /// Checked before the reset so nothing is written to a window that is not an NPU.
     fn check_present(&mut self) -> Result<(), Error> {
         let id = self.regs.read32(offset::ID);
@@ -284,6 +337,7 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
             || hw.macs_per_cc_log2() != want.macs_per_cc_log2()
             || hw.cmd_stream_version() != want.cmd_stream_version()
             || (want.custom_dma() && !hw.custom_dma())
+            || (want.product() == u85ctrl::PRODUCT && !same_u85_ports(want_config, hw.0))
         {
             return Err(Error::ConfigMismatch {
                 expected: want_config,
@@ -318,7 +372,13 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
             })
     }
 
-    fn run_stream(&mut self, stream: &[u8], base: &[u64; 3], limit: u64) -> Result<(), Error> {
+    fn run_stream(
+        &mut self,
+        stream: &[u8],
+        base: &[u64; 3],
+        limit: u64,
+        errors: u32,
+    ) -> Result<(), Error> {
         let q = self.npu_address(QUEUE_REGION, stream, limit)?;
         self.regs.write32(offset::QBASE, q as u32);
         self.regs.write32(offset::QBASE_HI, (q >> 32) as u32);
@@ -335,7 +395,7 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
         let q_enables = self.q_enables();
         self.regs
             .write32(offset::CMD, q_enables | CmdReg::TRANSITION_TO_RUNNING_STATE);
-        self.wait()
+        self.wait(errors)
     }
 
     fn q_enables(&mut self) -> u32 {
@@ -343,8 +403,9 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
     }
 
     /// Waits for the end of the queue: stopped with `cmd_end_reached` and the interrupt
-    /// raised (the interrupt tells this run's end from a stale `cmd_end_reached`).
-    fn wait(&mut self) -> Result<(), Error> {
+    /// raised (the interrupt tells this run's end from a stale `cmd_end_reached`). `errors` are
+    /// the family's `STATUS` error bits.
+    fn wait(&mut self, errors: u32) -> Result<(), Error> {
         let mut last = 0;
         for _ in 0..self.settings.max_polls {
             let status = match self.irq {
@@ -365,7 +426,7 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
             if s.cmd_parse_error() {
                 return Err(Error::CommandError { status });
             }
-            if s.has_error() {
+            if status & errors != 0 {
                 return Err(Error::Fault { status });
             }
             if !s.reset_status() && s.cmd_end_reached() && s.irq_raised() && !is_running(s) {
@@ -382,6 +443,13 @@ impl<M: Mmio, P: Platform> EthosU<M, P> {
         }
         Err(Error::Timeout { status: last })
     }
+}
+
+/// Whether two U85 `CONFIG` words agree on the AXI SRAM and external port counts (the
+/// payload's stream is scheduled for them; `ethosu_dev_verify_optimizer_config` checks both).
+fn same_u85_ports(a: u32, b: u32) -> bool {
+    let (a, b) = (U85ConfigReg(a), U85ConfigReg(b));
+    a.axi_sram_log2() == b.axi_sram_log2() && a.axi_ext_log2() == b.axi_ext_log2()
 }
 
 fn is_running(s: Status) -> bool {

@@ -1,11 +1,51 @@
 //! The NPU's performance monitoring unit around a run: up to four event counters and the
 //! 48-bit cycle counter, read back as a [`PmuReport`].
+//!
+//! On a U85 the PMU sits `0x1000` higher and has eight event counters; the driver uses the
+//! first four. The event codes are written as they are: the [`PmuConfig::DEFAULT`] events have
+//! the same codes on U85 (Vela 5.2's `pmu_event`: 35 `NPU_ACTIVE`, 48 `MAC_ACTIVE`, 130
+//! `SRAM_RD_DATA_BEAT_RECEIVED`, 135 `SRAM_WR_DATA_BEAT_WRITTEN`, the U85 names of the AXI0
+//! beats), other U55 events may mean something else there.
 
 use core::fmt;
 
 use super::mmio::Mmio;
 use crate::ethos_u::regs::PmuEvent;
 use crate::ethos_u::regs::ctrl::{NUM_PMU_COUNTERS, PMU_CYCLE_COUNTER_BIT, Pmcr, offset};
+use crate::ethos_u::regs::u85::ctrl::offset as u85;
+
+/// Where the PMU registers are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PmuMap {
+    /// Ethos-U55/U65 ([`offset`]).
+    U55,
+    /// Ethos-U85 ([`u85`]).
+    U85,
+}
+
+impl PmuMap {
+    /// (PMCR, PMCNTENSET, PMCCNTR, PMCCNTR_HI, PMEVCNTR0, PMEVTYPER0).
+    const fn offsets(self) -> (u32, u32, u32, u32, u32, u32) {
+        match self {
+            PmuMap::U55 => (
+                offset::PMCR,
+                offset::PMCNTENSET,
+                offset::PMCCNTR,
+                offset::PMCCNTR_HI,
+                offset::PMEVCNTR0,
+                offset::PMEVTYPER0,
+            ),
+            PmuMap::U85 => (
+                u85::PMCR,
+                u85::PMCNTENSET,
+                u85::PMCCNTR,
+                u85::PMCCNTR_HI,
+                u85::PMEVCNTR0,
+                u85::PMEVTYPER0,
+            ),
+        }
+    }
+}
 
 /// What to count during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,27 +83,29 @@ impl PmuConfig {
     }
 
     /// Resets and starts the counters.
-    pub(super) fn start<M: Mmio + ?Sized>(&self, regs: &mut M) {
+    pub(super) fn start<M: Mmio + ?Sized>(&self, regs: &mut M, map: PmuMap) {
+        let (pmcr, pmcntenset, _, _, _, pmevtyper0) = map.offsets();
         regs.write32(
-            offset::PMCR,
+            pmcr,
             Pmcr::CNT_EN | Pmcr::EVENT_CNT_RST | Pmcr::CYCLE_CNT_RST,
         );
         for (i, ev) in self.events.iter().enumerate() {
-            regs.write32(offset::PMEVTYPER0 + 4 * i as u32, ev.bits() as u32);
+            regs.write32(pmevtyper0 + 4 * i as u32, ev.bits() as u32);
         }
-        regs.write32(offset::PMCNTENSET, self.enable_mask());
+        regs.write32(pmcntenset, self.enable_mask());
     }
 
     /// Reads the counters.
-    pub(super) fn read<M: Mmio + ?Sized>(&self, regs: &mut M) -> PmuReport {
+    pub(super) fn read<M: Mmio + ?Sized>(&self, regs: &mut M, map: PmuMap) -> PmuReport {
+        let (_, _, pmccntr, pmccntr_hi, pmevcntr0, _) = map.offsets();
         let cycles = self.cycles.then(|| {
-            let lo = regs.read32(offset::PMCCNTR) as u64;
-            let hi = (regs.read32(offset::PMCCNTR_HI) & 0xffff) as u64;
+            let lo = regs.read32(pmccntr) as u64;
+            let hi = (regs.read32(pmccntr_hi) & 0xffff) as u64;
             hi << 32 | lo
         });
         let mut counts = [0u32; NUM_PMU_COUNTERS];
         for (i, c) in counts.iter_mut().enumerate() {
-            *c = regs.read32(offset::PMEVCNTR0 + 4 * i as u32);
+            *c = regs.read32(pmevcntr0 + 4 * i as u32);
         }
         PmuReport {
             cycles,

@@ -9,6 +9,7 @@ use super::*;
 use crate::ethos_u::config::{ETHOS_U55_128, ETHOS_U65_256};
 use crate::ethos_u::cop::Cop1Writer;
 use crate::ethos_u::regs::ctrl::{NUM_PMU_COUNTERS, PMU_CYCLE_COUNTER_BIT};
+use crate::ethos_u::regs::u85::ctrl as u85ctrl;
 use crate::ethos_u::regs::{ARCH_VERSION, PmuEvent};
 
 /// A register window that records writes and finishes a started queue at once.
@@ -22,6 +23,8 @@ struct Scripted {
     hang: bool,
     /// STATUS bits a start ends with (besides stopped).
     end_status: u32,
+    /// The PMU answers at the U85 offsets.
+    u85: bool,
     writes: Vec<(u32, u32)>,
 }
 
@@ -34,6 +37,7 @@ impl Scripted {
             stuck_reset: false,
             hang: false,
             end_status: Status::CMD_END_REACHED | Status::IRQ_RAISED,
+            u85: false,
             writes: Vec::new(),
         }
     }
@@ -49,6 +53,13 @@ impl Scripted {
 
 impl Mmio for Scripted {
     fn read32(&mut self, off: u32) -> u32 {
+        // The U85 PMU is the U55 one 0x1000 higher; nothing answers at the other place.
+        let pmu = (0x180..0x400).contains(&off) || (0x1180..0x1400).contains(&off);
+        let off = match (self.u85, pmu) {
+            (_, false) => off,
+            (true, true) => off.wrapping_sub(u85ctrl::offset::PMU_SHIFT),
+            (false, true) => off,
+        };
         match off {
             offset::ID => self.id,
             offset::CONFIG => self.config,
@@ -441,19 +452,150 @@ fn status_errors_and_hangs() {
 }
 
 #[test]
-fn volatile_window_stays_inside_its_4_kib() {
-    let mut window = [0u32; 1024];
-    // SAFETY: `window` is a live, aligned 4 KiB buffer standing in for the register window,
-    // used only through `regs` while `regs` lives.
+fn volatile_window_stays_inside_the_u85_window() {
+    let mut window = [0u32; 0x1400 / 4];
+    // SAFETY: `window` is a live, aligned buffer of the U85 window's size standing in for the
+    // register window, used only through `regs` while `regs` lives.
     let mut regs = unsafe { VolatileMmio::new(window.as_mut_ptr()) };
     regs.write32(offset::QSIZE, 0x1234);
-    regs.write32(0xffc, 7);
-    regs.write32(0x1000, 9);
+    regs.write32(0x13fc, 7);
+    regs.write32(0x1400, 9);
     regs.write32(0x0002, 9);
     assert_eq!(regs.read32(offset::QSIZE), 0x1234);
-    assert_eq!(regs.read32(0x1000), 0);
+    assert_eq!(regs.read32(0x1400), 0);
     assert_eq!(regs.read32(0x0002), 0);
     assert_eq!(window[offset::QSIZE as usize / 4], 0x1234);
-    assert_eq!(window[1023], 7);
+    assert_eq!(window[0x13fc / 4], 7);
     assert_eq!(window.iter().filter(|&&w| w != 0).count(), 2);
+}
+
+/// A U85 window: the U85 `CONFIG`/`ID` of ethos-u85-256 (Vela's payload words), the PMU at the
+/// U85 offsets.
+fn scripted_u85() -> Scripted {
+    let mut hw = Scripted::new(&ETHOS_U55_128);
+    hw.config = U85_256_CONFIG;
+    hw.id = u85ctrl::ID;
+    hw.u85 = true;
+    hw
+}
+
+/// `CONFIG` of ethos-u85-256 as Vela writes it into the payload.
+const U85_256_CONFIG: u32 = 0x2000_0118;
+
+#[test]
+fn u85_programs_its_own_register_map() {
+    let mut hw = scripted_u85();
+    let cmd = cop1(U85_256_CONFIG, u85ctrl::ID);
+    let mut arena = [0u8; 64];
+    let mut npu = EthosU::with_mmio(&mut hw)
+        .with_platform(Low)
+        .with_pmu(PmuConfig::DEFAULT);
+    run(&mut npu, &cmd, &mut arena).unwrap();
+    let report = *npu.pmu_report().unwrap();
+    assert_eq!(report.cycles, Some((1 << 32) | 1234));
+    assert_eq!(report.counts, [10, 11, 12, 13]);
+    use u85ctrl::offset as o;
+    assert_eq!(hw.written(o::MEM_ATTR0), [0]);
+    assert_eq!(
+        hw.written(o::MEM_ATTR0 + 8),
+        [4],
+        "MEM_ATTR2 on the external port"
+    );
+    assert_eq!(hw.written(offset::QCONFIG), [2]);
+    assert_eq!(hw.written(offset::REGIONCFG), [0x5553]);
+    assert_eq!(hw.written(o::AXI_SRAM), [0x0002_1f3f]);
+    assert_eq!(hw.written(o::AXI_EXT), [0x0002_1f3f]);
+    assert_eq!(hw.written(o::PMCNTENSET), [PMU_CYCLE_COUNTER_BIT | 0xf]);
+    assert_eq!(
+        hw.written(o::PMEVTYPER0 + 4),
+        [PmuEvent::MacActive.bits() as u32]
+    );
+    // Nothing at the U55/U65 places of AXI_LIMIT1..3 (MEM_ATTR1..3 there) beyond MEM_ATTR,
+    // nor at the U55/U65 PMU.
+    assert!(hw.written(offset::PMCNTENSET).is_empty());
+    assert!(hw.written(offset::PMEVTYPER0).is_empty());
+    assert_eq!(
+        hw.written(offset::AXI_LIMIT3),
+        [4],
+        "MEM_ATTR3, not an AXI limit"
+    );
+    let q = (cmd.as_ptr() as u64 + 32) & 0x0fff_fff0;
+    assert_eq!(hw.written(offset::QBASE), [q as u32]);
+    assert_eq!(hw.written(offset::QSIZE), [4]);
+}
+
+#[test]
+fn u85_hardware_mismatches_are_errors() {
+    // A U55 stream on a U85, a U85 stream on a U55.
+    let mut hw = scripted_u85();
+    let mut npu = EthosU::with_mmio(&mut hw).with_platform(Low);
+    assert_eq!(
+        run(&mut npu, &payload(&ETHOS_U55_128), &mut [0u8; 16]),
+        Err(Error::ConfigMismatch {
+            expected: config_word(&ETHOS_U55_128),
+            found: U85_256_CONFIG
+        })
+    );
+    let mut hw = Scripted::new(&ETHOS_U55_128);
+    let mut npu = EthosU::with_mmio(&mut hw).with_platform(Low);
+    assert_eq!(
+        run(&mut npu, &cop1(U85_256_CONFIG, u85ctrl::ID), &mut [0u8; 16]),
+        Err(Error::ConfigMismatch {
+            expected: U85_256_CONFIG,
+            found: config_word(&ETHOS_U55_128)
+        })
+    );
+    // Other MACs (ethos-u85-128), other AXI SRAM port count, other command stream version.
+    for want in [0x2000_0117, 0x2000_0218, 0x2000_0128] {
+        let mut hw = scripted_u85();
+        let mut npu = EthosU::with_mmio(&mut hw).with_platform(Low);
+        assert_eq!(
+            run(&mut npu, &cop1(want, u85ctrl::ID), &mut [0u8; 16]),
+            Err(Error::ConfigMismatch {
+                expected: want,
+                found: U85_256_CONFIG
+            }),
+            "{want:#x}"
+        );
+        assert!(!hw.writes.iter().any(|w| w.0 == offset::CMD));
+    }
+    // The weight decoder count is not checked (the core driver does not either).
+    let mut hw = scripted_u85();
+    let mut npu = EthosU::with_mmio(&mut hw).with_platform(Low);
+    assert_eq!(
+        run(&mut npu, &cop1(0x2000_1118, u85ctrl::ID), &mut [0u8; 16]),
+        Ok(())
+    );
+}
+
+#[test]
+fn u85_status_errors() {
+    let cmd = cop1(U85_256_CONFIG, u85ctrl::ID);
+    let irq = Status::IRQ_RAISED;
+    for (end, want) in [
+        (
+            u85ctrl::STATUS_BRANCH_FAULT | irq,
+            Error::Fault {
+                status: u85ctrl::STATUS_BRANCH_FAULT | irq,
+            },
+        ),
+        (
+            Status::ECC_FAULT | irq,
+            Error::Fault {
+                status: Status::ECC_FAULT | irq,
+            },
+        ),
+        (
+            Status::BUS_STATUS | irq,
+            Error::BusError {
+                status: Status::BUS_STATUS | irq,
+            },
+        ),
+    ] {
+        let mut hw = scripted_u85();
+        hw.end_status = end;
+        let mut npu = EthosU::with_mmio(&mut hw).with_platform(Low);
+        assert_eq!(run(&mut npu, &cmd, &mut [0u8; 16]), Err(want));
+        assert_eq!(hw.writes.last().map(|w| w.0), Some(offset::RESET));
+    }
 }

@@ -208,9 +208,14 @@ impl Status {
     pub const fn ecc_fault(self) -> bool {
         self.0 & Self::ECC_FAULT != 0
     }
+    /// The U55/U65 error flags: bus, parse, weight decoder, ECC (U85:
+    /// [`super::u85::ctrl::STATUS_ERRORS`]).
+    pub const ERRORS: u32 =
+        Self::BUS_STATUS | Self::CMD_PARSE_ERROR | Self::WD_FAULT | Self::ECC_FAULT;
+
     /// Any error flag (bus, parse, weight decoder, ECC) is set.
     pub const fn has_error(self) -> bool {
-        self.0 & (Self::BUS_STATUS | Self::CMD_PARSE_ERROR | Self::WD_FAULT | Self::ECC_FAULT) != 0
+        self.0 & Self::ERRORS != 0
     }
     /// Bit 11: the AXI interface of the fault (0 = M0, 1 = M1).
     pub const fn faulting_interface(self) -> u32 {

@@ -2,6 +2,7 @@
 //!
 //! - [`opcode`]: the U85 `cmd0`/`cmd1` opcodes, decoded commands and a bounds-checked decoder.
 //! - [`fields`]: the U85 enumerations, and the bit layout of every command's fields.
+//! - [`ctrl`]: the control registers (MMIO) where they differ from U55/U65.
 //! - [`disasm`]: one-line rendering, identical to Vela 5.2's `--verbose-register-command-stream`
 //!   dump for U85 (the fixtures' `ethos-u85-*/registers.txt`).
 //!
@@ -16,6 +17,7 @@
 //! (`regor/architecture/ethosu85/ethos_u85_interface.hpp`, architecture version 2.0.0); see
 //! `docs/u85.md`.
 
+pub mod ctrl;
 pub mod disasm;
 pub mod fields;
 pub mod opcode;
