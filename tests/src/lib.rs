@@ -1,7 +1,10 @@
 //! Shared helpers of the conformance tests: where the copied fixtures live, their inputs and
-//! reference outputs, and a readable byte-exact comparison.
+//! reference outputs, and a readable byte-exact comparison; in [`vela_weights`], what the tests of
+//! Vela's weight streams share.
 
 use std::path::PathBuf;
+
+pub mod vela_weights;
 
 use npu_build::value::Value;
 

@@ -13,21 +13,16 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use npu_build::ethos_u::weights::encode_weights;
-use npu_build::ir::{Graph, OpKind, ReduceOp};
+use npu_build::ir::OpKind;
 use npu_rt::ethos_u::config::{ALL, AcceleratorConfig};
-use npu_rt::fixed::quantize_multiplier;
 
 use npu_rt::ethos_u::weights::{
     self, ScaleEntry, Traversal, WeightGeometry, order::undilated_kernel_size,
 };
-
-/// One register write from `registers.txt`.
-#[derive(Clone, Debug, Default)]
-struct Reg {
-    param: u32,
-    payload: Option<u64>,
-    fields: String,
-}
+use npu_tests::vela_weights::{
+    DecodedWeights, ModelOpsOptions, Reg, has_mean_or_sum, match_ops, model_ops,
+    parse_register_line, region_read, vela_fixtures,
+};
 
 /// A convolution-like NPU operation with its decoded weights and scales.
 #[derive(Debug)]
@@ -45,24 +40,23 @@ struct DecodedOp {
     weight_bytes: Vec<usize>,
 }
 
-fn hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
-}
-
-fn region_read(
-    mem: &HashMap<u32, Vec<u8>>,
-    region: u32,
-    base: u64,
-    len: u64,
-) -> Result<&[u8], String> {
-    let m = mem
-        .get(&region)
-        .ok_or(format!("region {region} never written"))?;
-    let (b, l) = (base as usize, len as usize);
-    m.get(b..b + l).ok_or(format!(
-        "region {region} [{b:#x}, +{l:#x}) outside {} bytes",
-        m.len()
-    ))
+impl DecodedOp {
+    /// The weights and scales `match_ops` compares.
+    fn view(&self) -> DecodedWeights<'_> {
+        let g = &self.geom;
+        DecodedWeights {
+            line: self.line,
+            comment: &self.comment,
+            shape: [
+                g.ofm_depth as usize,
+                g.kernel_height as usize,
+                g.kernel_width as usize,
+                g.weight_ifm_depth() as usize,
+            ],
+            weights: &self.weights,
+            scales: &self.scales,
+        }
+    }
 }
 
 /// Decodes every weighted operation of one Vela compilation (`vela/<accel>/`).
@@ -82,30 +76,8 @@ fn decode_vela_dir(dir: &Path, cfg: &'static AcceleratorConfig) -> Result<Vec<De
             comment = c.trim().to_string();
             continue;
         }
-        if !t.starts_with("0x") {
+        let Some((name, reg)) = parse_register_line(t, line_no)? else {
             continue;
-        }
-        let Some((left, right)) = t.split_once(" - ") else {
-            continue;
-        };
-        let toks: Vec<&str> = left.split_whitespace().collect();
-        let (payload, param) = match toks.len() {
-            3 => (None, hex(toks[1]).ok_or("bad param")?),
-            4 => (
-                Some(hex(toks[1]).ok_or("bad payload")?),
-                hex(toks[2]).ok_or("bad param")?,
-            ),
-            _ => return Err(format!("line {line_no}: cannot parse '{t}'")),
-        };
-        let name = right.split_whitespace().next().unwrap_or("").to_string();
-        let fields = right
-            .split_once(',')
-            .map(|(_, f)| f.to_string())
-            .unwrap_or_default();
-        let reg = Reg {
-            param: param as u32,
-            payload,
-            fields,
         };
         let get = |regs: &HashMap<String, Reg>, n: &str| -> Result<Reg, String> {
             regs.get(n)
@@ -231,213 +203,16 @@ fn decode_vela_dir(dir: &Path, cfg: &'static AcceleratorConfig) -> Result<Vec<De
     Ok(ops)
 }
 
-/// A weighted operator of the source model, weights in OHWI (depthwise: `[C, KH, KW, 1]`).
-#[derive(Debug)]
-struct ModelOp {
-    kind: &'static str,
-    shape: [usize; 4],
-    /// Weights minus their zero point.
-    weights: Vec<i16>,
-    bias: Option<Vec<i64>>,
-    /// TFLite's (multiplier, shift) per output channel.
-    scales: Vec<(i32, i32)>,
-}
-
-/// The model's weighted operators, weights minus zero point, with the scales Vela must derive.
-fn model_ops(graph: &Graph) -> Vec<ModelOp> {
-    let mut ops = Vec::new();
-    for op in &graph.ops {
-        let kind = match op.kind {
-            OpKind::Conv2d(_) => "conv",
-            OpKind::DepthwiseConv2d { .. } => "depthwise",
-            OpKind::FullyConnected { .. } => "fully-connected",
-            // matmul: Vela runs a transposed convolution as one convolution over the upscaled
-            // input with the kernel rotated by 180 degrees (docs/matmul.md).
-            OpKind::TransposeConv2d(_) => "transpose-conv",
-            _ => continue,
-        };
-        let w = graph.tensor(op.inputs[1]);
-        let data = w.data_i8().expect("int8 constant weights");
-        let wq = w.quant.clone().expect("quantized weights");
-        let x = graph
-            .tensor(op.inputs[0])
-            .quant
-            .clone()
-            .expect("quantized input");
-        let y = graph
-            .tensor(op.outputs[0])
-            .quant
-            .clone()
-            .expect("quantized output");
-        // To OHWI (depthwise: [C, KH, KW, 1]); zero point per output channel.
-        let (shape, weights): ([usize; 4], Vec<i16>) = match kind {
-            "conv" => {
-                let s = &w.shape;
-                let per = s[1] * s[2] * s[3];
-                let v = data
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| i16::from(v) - wq.zero_point_at(i / per) as i16)
-                    .collect();
-                ([s[0], s[1], s[2], s[3]], v)
-            }
-            "transpose-conv" => {
-                let s = &w.shape;
-                let (o, kh, kw, i) = (s[0], s[1], s[2], s[3]);
-                let mut v = vec![0i16; o * kh * kw * i];
-                for oc in 0..o {
-                    for y in 0..kh {
-                        for x in 0..kw {
-                            for ic in 0..i {
-                                let q = data[((oc * kh + y) * kw + x) * i + ic];
-                                v[((oc * kh + (kh - 1 - y)) * kw + (kw - 1 - x)) * i + ic] =
-                                    i16::from(q) - wq.zero_point_at(oc) as i16;
-                            }
-                        }
-                    }
-                }
-                ([o, kh, kw, i], v)
-            }
-            "depthwise" => {
-                let (kh, kw, c) = (w.shape[1], w.shape[2], w.shape[3]);
-                let mut v = vec![0i16; c * kh * kw];
-                for y in 0..kh {
-                    for x in 0..kw {
-                        for ch in 0..c {
-                            let q = data[(y * kw + x) * c + ch];
-                            v[(ch * kh + y) * kw + x] = i16::from(q) - wq.zero_point_at(ch) as i16;
-                        }
-                    }
-                }
-                ([c, kh, kw, 1], v)
-            }
-            _ => {
-                let (o, i) = (w.shape[0], w.shape[1]);
-                let v = data
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &v)| i16::from(v) - wq.zero_point_at(k / i) as i16)
-                    .collect();
-                ([o, 1, 1, i], v)
-            }
-        };
-        let bias = op
-            .inputs
-            .get(2)
-            .map(|&b| graph.tensor(b))
-            .and_then(|t| t.data_i32())
-            .map(|b| b.into_iter().map(i64::from).collect());
-        // TFLite's QuantizeMultiplier of input_scale * weight_scale / output_scale, in double.
-        let scales = (0..shape[0])
-            .map(|c| {
-                let m = f64::from(x.scale()) * f64::from(wq.scale_at(c)) / f64::from(y.scale());
-                quantize_multiplier(m)
-            })
-            .collect();
-        ops.push(ModelOp {
-            kind,
-            shape,
-            weights,
-            bias,
-            scales,
-        });
-    }
-    ops
-}
-
-/// Outcome of matching one compilation's operations against the model.
-#[derive(Default)]
-struct Matched {
-    /// Operations matched to a model tensor slice.
-    ops: usize,
-    /// Mean-as-depthwise operations.
-    means: usize,
-}
-
-fn match_ops(decoded: &[DecodedOp], model: &[ModelOp], has_mean: bool, what: &str) -> Matched {
-    let mut covered: Vec<Vec<bool>> = model.iter().map(|m| vec![false; m.shape[0]]).collect();
-    let mut result = Matched::default();
-    for op in decoded {
-        let g = &op.geom;
-        let (o, kh, kw, i) = (
-            g.ofm_depth as usize,
-            g.kernel_height as usize,
-            g.kernel_width as usize,
-            g.weight_ifm_depth() as usize,
-        );
-        let per = kh * kw * i;
-        let mut found = None;
-        'models: for (mi, m) in model.iter().enumerate() {
-            if m.shape[1..] != [kh, kw, i] || m.shape[0] < o {
-                continue;
-            }
-            for c0 in 0..=m.shape[0] - o {
-                if m.weights[c0 * per..(c0 + o) * per] == op.weights[..] {
-                    found = Some((mi, c0));
-                    break 'models;
-                }
-            }
-        }
-        let ctx = format!("{what} registers.txt line {} ({})", op.line, op.comment);
-        match found {
-            Some((mi, c0)) => {
-                let m = &model[mi];
-                for c in 0..o {
-                    let e = op.scales[c];
-                    let bias = m.bias.as_ref().map_or(0, |b| b[c0 + c]);
-                    assert_eq!(e.bias, bias, "{ctx}: bias of channel {}", c0 + c);
-                    let (mult, shift) = m.scales[c0 + c];
-                    assert_eq!(
-                        (i64::from(e.multiplier), i32::from(e.shift)),
-                        (i64::from(mult), 31 - shift),
-                        "{ctx}: scale of channel {}",
-                        c0 + c
-                    );
-                }
-                covered[mi][c0..c0 + o].iter_mut().for_each(|c| *c = true);
-                result.ops += 1;
-            }
-            None => {
-                assert!(has_mean, "{ctx}: weights match no model tensor");
-                assert!(
-                    op.weights.iter().all(|&w| w == 1) && op.scales.iter().all(|s| s.bias == 0),
-                    "{ctx}: weights match no model tensor and are not a mean"
-                );
-                result.means += 1;
-            }
-        }
-    }
-    for (mi, c) in covered.iter().enumerate() {
-        assert!(
-            c.iter().all(|&x| x),
-            "{what}: model {} {:?}: only {} of {} channels found in the streams",
-            model[mi].kind,
-            model[mi].shape,
-            c.iter().filter(|&&x| x).count(),
-            c.len()
-        );
-    }
-    if has_mean {
-        assert!(result.means > 0, "{what}: the model's Mean has no stream");
-    }
-    result
-}
-
 #[test]
 fn vela_streams_decode_to_model_weights_and_reencode_smaller() {
     let root = npu_tests::fixtures_dir();
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .expect("fixtures")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| root.join(n).join("vela").is_dir())
-        .collect();
-    names.sort();
+    let names = vela_fixtures(&root);
     let mut checked_ops = 0;
     let mut weighted_models = 0;
     for name in &names {
         let graph = npu_build::import::load(&root.join(name).join(format!("{name}.tflite")))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let model = model_ops(&graph);
+        let model = model_ops(&graph, ModelOpsOptions::default());
         // reduce: Vela's ARG_MAX decomposition synthesizes weights of its own (not a model
         // tensor, not a mean); its streams are not checked here.
         // Nor is its LSTM decomposition: its fully-connected layers carry the gates' effective
@@ -450,16 +225,7 @@ fn vela_streams_decode_to_model_weights_and_reencode_smaller() {
             continue;
         }
         // SUM, like MEAN, becomes convolutions with all-one weights and bias 0.
-        let has_mean = graph.ops.iter().any(|op| {
-            matches!(
-                op.kind,
-                OpKind::Mean { .. }
-                    | OpKind::Reduce {
-                        op: ReduceOp::Sum,
-                        ..
-                    }
-            )
-        });
+        let has_mean = has_mean_or_sum(&graph);
         weighted_models += usize::from(!model.is_empty());
         for cfg in ALL {
             let what = format!("{name} {}", cfg.name);
@@ -468,7 +234,10 @@ fn vela_streams_decode_to_model_weights_and_reencode_smaller() {
                 continue;
             }
             let ops = decode_vela_dir(&dir, cfg).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let m = match_ops(&ops, &model, has_mean, &what);
+            let m = match_ops(ops.iter().map(DecodedOp::view), &model, has_mean, &what);
+            if has_mean {
+                assert!(m.means > 0, "{what}: the model's Mean has no stream");
+            }
             assert_eq!(m.ops + m.means, ops.len());
             if !model.is_empty() {
                 assert!(m.ops > 0, "{what}: no weighted operation found");
