@@ -172,16 +172,36 @@ fn window(op: &NpuOp, rows: &Range<usize>) -> Range<usize> {
 /// Per stripe of the chain `ops` cut into `stripes`, the OFM rows every operation computes:
 /// the last operation's stripe, then back through each kernel's needs, less the rows an
 /// earlier stripe computed already (they are still in the rolling buffer).
+///
+/// The first stripe computes the halo rows of every operation besides its own, so with all
+/// stripes equal it would size the rolling buffers; it gets as many rows fewer (0 to all but
+/// one) as make the buffers smallest.
 pub(super) fn plan(ops: &[NpuOp], stripes: usize) -> Vec<Vec<Range<usize>>> {
+    let Some(last) = ops.last() else {
+        return Vec::new();
+    };
+    let height = last.ofm.shape[0];
+    let rows_per = height.div_ceil(stripes.clamp(1, height.max(1)));
+    let bytes = |p: &Vec<Vec<Range<usize>>>| stripe_sizes(ops, p).iter().sum::<usize>();
+    (1..=rows_per)
+        .rev()
+        .map(|first| plan_from(ops, rows_per, first))
+        .min_by_key(bytes)
+        .unwrap_or_default()
+}
+
+/// [`plan`] with a first stripe of `first` rows of the last operation and `rows_per` rows
+/// in each stripe after it.
+fn plan_from(ops: &[NpuOp], rows_per: usize, first: usize) -> Vec<Vec<Range<usize>>> {
     let n = ops.len();
     let height = ops[n - 1].ofm.shape[0];
-    let rows_per = height.div_ceil(stripes.clamp(1, height.max(1)));
     let mut done = vec![0usize; n];
     let mut plan = Vec::new();
     let mut s = 0;
     while s < height {
+        let step = if s == 0 { first } else { rows_per };
         let mut rows = vec![0..0; n];
-        rows[n - 1] = s..(s + rows_per).min(height);
+        rows[n - 1] = s..(s + step).min(height);
         for i in (1..n).rev() {
             let need = window(&ops[i], &rows[i]);
             rows[i - 1] = done[i - 1]..need.end.max(done[i - 1]);
@@ -190,7 +210,7 @@ pub(super) fn plan(ops: &[NpuOp], stripes: usize) -> Vec<Vec<Range<usize>>> {
             *d = (*d).max(r.end);
         }
         plan.push(rows);
-        s += rows_per;
+        s += step;
     }
     plan
 }
