@@ -268,15 +268,8 @@ impl VirtualNpu {
         let err = |kind| SimError::at(offset, Some(op.name()), kind);
         let lut_base = self.config.shram_lut_address() as usize;
         let kind = match op {
-            Cmd0::OP_STOP => {
-                stats.irqs.push(param);
-                stats.stopped = true;
-                return Ok(Some(StreamEnd::Stop));
-            }
-            Cmd0::OP_IRQ => {
-                stats.irqs.push(param);
-                return Ok(None);
-            }
+            Cmd0::OP_STOP => return Ok(walk::stop(param, stats)),
+            Cmd0::OP_IRQ => return Ok(walk::irq(param, stats)),
             // Everything completes synchronously; the waits only retire what the hazard
             // checker holds in flight.
             Cmd0::OP_DMA_WAIT => {

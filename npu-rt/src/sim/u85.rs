@@ -399,15 +399,8 @@ impl VirtualU85 {
             reason,
         };
         let kind = match op {
-            Cmd0::OP_STOP => {
-                stats.irqs.push(param);
-                stats.stopped = true;
-                return Ok(Some(StreamEnd::Stop));
-            }
-            Cmd0::OP_IRQ => {
-                stats.irqs.push(param);
-                return Ok(None);
-            }
+            Cmd0::OP_STOP => return Ok(walk::stop(param, stats)),
+            Cmd0::OP_IRQ => return Ok(walk::irq(param, stats)),
             // Everything completes synchronously.
             Cmd0::OP_DMA_WAIT | Cmd0::OP_KERNEL_WAIT | Cmd0::OP_PMU_MASK => return Ok(None),
             // `weights_ifm2` (bit 0): the weights are IFM2, a matrix multiplication.

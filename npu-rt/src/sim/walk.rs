@@ -125,6 +125,19 @@ pub(crate) fn step<M: Machine>(
     Ok((used, end))
 }
 
+/// `NPU_OP_STOP` with parameter `param`: raises its interrupt and ends the stream.
+pub(crate) fn stop(param: u16, stats: &mut Stats) -> Option<StreamEnd> {
+    stats.irqs.push(param);
+    stats.stopped = true;
+    Some(StreamEnd::Stop)
+}
+
+/// `NPU_OP_IRQ` with parameter `param`: raises an interrupt; the stream goes on.
+pub(crate) fn irq(param: u16, stats: &mut Stats) -> Option<StreamEnd> {
+    stats.irqs.push(param);
+    None
+}
+
 /// Books a completed operation: adds its work (MACs + output elements + DMA bytes) to the
 /// run's `work`, its counters to `stats`, and fails once the run's work exceeds
 /// [`Limits::max_run_work`].
