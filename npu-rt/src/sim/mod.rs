@@ -31,15 +31,16 @@ mod ops;
 pub mod regfile;
 mod stats;
 pub mod u85;
+mod walk;
 mod weight_cache;
 
 use std::vec;
 use std::vec::Vec;
 
 use crate::ethos_u::config::AcceleratorConfig;
-use crate::ethos_u::cop::{self, Architecture, Cop1};
+use crate::ethos_u::cop::{Architecture, Cop1};
 use crate::ethos_u::regs::ctrl::Config;
-use crate::ethos_u::regs::opcode::{Commands, decode};
+use crate::ethos_u::regs::opcode::decode;
 use crate::ethos_u::regs::{Cmd0, Command, DecodeError, ElementwiseMode, PoolingMode};
 // The register model lives with the register definitions (the estimator walks streams with it
 // too); the alias keeps `super::state` paths of the simulator's modules.
@@ -198,35 +199,7 @@ impl VirtualNpu {
     pub fn run(&mut self, stream: &[u8], regions: &mut Regions) -> Result<Stats, SimError> {
         self.reset();
         let mut stats = Stats::default();
-        if cop::is_cop1(stream) {
-            let cop = Cop1::parse(stream)
-                .map_err(|e| SimError::at(e.offset, None, SimErrorKind::Cop(e)))?;
-            // Many U85 opcodes share codes with U55/U65 ones of another meaning: running such a
-            // stream would not fail but compute garbage, whatever `check_config` says. The U85
-            // command set has its own model, `VirtualU85`.
-            if let Some(Architecture::EthosU85) = cop.architecture() {
-                let value = cop.optimizer_config().map_or(0, |(config, _)| config);
-                return Err(SimError::at(
-                    4,
-                    None,
-                    SimErrorKind::InvalidRegister {
-                        register: "COP1 OPTIMIZER_CONFIG",
-                        value: value as u64,
-                        reason: "the payload is for Ethos-U85: run it on `sim::VirtualU85`",
-                    },
-                ));
-            }
-            if let Some((config, _id)) = cop.optimizer_config() {
-                self.check_payload_config(config)?;
-            }
-            for (offset, bytes) in cop.command_streams() {
-                if self.execute(bytes, offset, regions, &mut stats)? == StreamEnd::Stop {
-                    break;
-                }
-            }
-        } else {
-            self.execute(stream, 0, regions, &mut stats)?;
-        }
+        walk::run(self, stream, regions, &mut stats)?;
         self.last_stats = Some(stats.clone());
         Ok(stats)
     }
@@ -270,33 +243,7 @@ impl VirtualNpu {
         regions: &mut Regions,
         stats: &mut Stats,
     ) -> Result<StreamEnd, SimError> {
-        let words: Vec<u32> = bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        for item in Commands::new(&words, byte_base) {
-            let (offset, cmd) =
-                item.map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
-            stats.commands += 1;
-            if self.state.apply(&cmd) {
-                continue;
-            }
-            let Command::Cmd0 { op, param } = cmd else {
-                continue;
-            };
-            if let Some(end) = self.operation(op, param, offset, regions, stats)? {
-                return Ok(end);
-            }
-        }
-        if !bytes.len().is_multiple_of(4) {
-            let offset = byte_base.saturating_add(bytes.len() & !3);
-            return Err(SimError::at(
-                offset,
-                None,
-                SimErrorKind::Decode(DecodeError::Truncated { offset }),
-            ));
-        }
-        Ok(StreamEnd::EndOfStream)
+        walk::execute(self, bytes, byte_base, regions, stats)
     }
 
     /// Decodes and executes one command given as words (for the register-file model).
@@ -307,17 +254,7 @@ impl VirtualNpu {
         regions: &mut Regions,
         stats: &mut Stats,
     ) -> Result<(usize, Option<StreamEnd>), SimError> {
-        let cmd = decode(words, 0, byte_offset)
-            .map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
-        stats.commands += 1;
-        if self.state.apply(&cmd) {
-            return Ok((cmd.words(), None));
-        }
-        let Command::Cmd0 { op, param } = cmd else {
-            return Ok((cmd.words(), None));
-        };
-        let end = self.operation(op, param, byte_offset, regions, stats)?;
-        Ok((cmd.words(), end))
+        walk::step(self, words, byte_offset, regions, stats)
     }
 
     fn operation(
@@ -331,15 +268,8 @@ impl VirtualNpu {
         let err = |kind| SimError::at(offset, Some(op.name()), kind);
         let lut_base = self.config.shram_lut_address() as usize;
         let kind = match op {
-            Cmd0::OP_STOP => {
-                stats.irqs.push(param);
-                stats.stopped = true;
-                return Ok(Some(StreamEnd::Stop));
-            }
-            Cmd0::OP_IRQ => {
-                stats.irqs.push(param);
-                return Ok(None);
-            }
+            Cmd0::OP_STOP => return Ok(walk::stop(param, stats)),
+            Cmd0::OP_IRQ => return Ok(walk::irq(param, stats)),
             // Everything completes synchronously; the waits only retire what the hazard
             // checker holds in flight.
             Cmd0::OP_DMA_WAIT => {
@@ -433,20 +363,60 @@ impl VirtualNpu {
             }
             .map_err(err)?;
         }
-        let work = st
-            .macs
-            .saturating_add(st.ofm_elements)
-            .saturating_add(st.dma_bytes);
-        self.work = self.work.saturating_add(work);
-        let total = self.work;
-        stats.push(st);
-        if total > lim.max_run_work {
-            return Err(err(SimErrorKind::LimitExceeded {
-                what: "work of one run",
-                requested: total,
-                limit: lim.max_run_work,
-            }));
-        }
+        walk::account(&mut self.work, &lim, st, stats).map_err(err)?;
         Ok(None)
+    }
+}
+
+/// The U55/U65 command set and its dispatch, for the shared walker.
+impl walk::Machine for VirtualNpu {
+    type Command = Command;
+
+    fn decode(words: &[u32], byte_offset: usize) -> Result<Command, DecodeError> {
+        decode(words, 0, byte_offset)
+    }
+
+    fn words(cmd: &Command) -> usize {
+        cmd.words()
+    }
+
+    fn apply(&mut self, cmd: &Command) -> bool {
+        self.state.apply(cmd)
+    }
+
+    fn dispatch(
+        &mut self,
+        cmd: Command,
+        offset: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<Option<StreamEnd>, SimError> {
+        // `RegisterState::apply` takes every `cmd1` command: only `cmd0` operations run.
+        let Command::Cmd0 { op, param } = cmd else {
+            return Ok(None);
+        };
+        self.operation(op, param, offset, regions, stats)
+    }
+
+    fn check_payload(&self, cop: &Cop1<'_>) -> Result<(), SimError> {
+        // Many U85 opcodes share codes with U55/U65 ones of another meaning: running such a
+        // stream would not fail but compute garbage, whatever `check_config` says. The U85
+        // command set has its own model, `VirtualU85`.
+        if let Some(Architecture::EthosU85) = cop.architecture() {
+            let value = cop.optimizer_config().map_or(0, |(config, _)| config);
+            return Err(SimError::at(
+                4,
+                None,
+                SimErrorKind::InvalidRegister {
+                    register: "COP1 OPTIMIZER_CONFIG",
+                    value: value as u64,
+                    reason: "the payload is for Ethos-U85: run it on `sim::VirtualU85`",
+                },
+            ));
+        }
+        if let Some((config, _id)) = cop.optimizer_config() {
+            self.check_payload_config(config)?;
+        }
+        Ok(())
     }
 }

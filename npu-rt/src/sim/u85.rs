@@ -1,8 +1,9 @@
 //! Virtual Ethos-U85: executes Vela's U85 command streams (COP1 payloads or raw streams).
 //!
 //! The U85 command set ([`crate::ethos_u::regs::u85`]) shares the word layout but not the
-//! opcodes with U55/U65, so it has its own register state ([`U85State`]) and dispatch. The
-//! feature-map addressing ([`super::fmap`]), kernel geometry ([`super::ops::Geometry`]),
+//! opcodes with U55/U65, so it has its own register state ([`U85State`]) and dispatch; the
+//! walk over a stream (decode, register writes, stop, error offsets, work limit, counters) is
+//! the U55/U65 model's (`super::walk`). The feature-map addressing ([`super::fmap`]), kernel geometry ([`super::ops::Geometry`]),
 //! rounding ([`crate::ethos_u::numerics`]), output clip/LUT stage ([`super::ops::output`]) and
 //! the weight decoder ([`crate::ethos_u::weights::u85`]) are shared with the U55/U65 model where
 //! the hardware behaves the same; what differs is documented in `docs/u85.md` ("Virtual U85").
@@ -20,7 +21,7 @@ use std::vec;
 use std::vec::Vec;
 
 use crate::ethos_u::config::U85Config;
-use crate::ethos_u::cop::{self, Architecture, Cop1};
+use crate::ethos_u::cop::{Architecture, Cop1};
 use crate::ethos_u::numerics;
 use crate::ethos_u::regs::u85::ctrl::Config as U85ConfigReg;
 use crate::ethos_u::regs::u85::fields::{
@@ -28,7 +29,7 @@ use crate::ethos_u::regs::u85::fields::{
     ActivationStorage, ActivationTranspose, BroadcastMode, ElementwiseMode, PoolingMode,
     ResizeMode, RoundModeIfm, RoundModeOfm, WeightFormat as RegWeightFormat,
 };
-use crate::ethos_u::regs::u85::{Cmd0, Cmd1, Command, Commands};
+use crate::ethos_u::regs::u85::{Cmd0, Cmd1, Command, DecodeError};
 use crate::ethos_u::regs::{
     self as common, ActivationPrecision, DmaRegion, DmaRegionMode, DmaStrideMode, KernelStride,
     OfmScaleMode, RoundMode, WeightOrder,
@@ -46,6 +47,7 @@ use super::ops::pool::{Window, rounded_average, window};
 use super::ops::{Geometry, ofm_dims};
 use super::state::{FmRegs, RegisterState};
 use super::stats::{OpKind, OpStats, Stats};
+use super::walk;
 use super::{Limits, StreamEnd};
 
 /// Every U85 register the simulator reads, kept raw as the commands carry them.
@@ -367,40 +369,7 @@ impl VirtualU85 {
         self.work = 0;
         self.chain = None;
         let mut stats = Stats::default();
-        if cop::is_cop1(stream) {
-            let cop = Cop1::parse(stream)
-                .map_err(|e| SimError::at(e.offset, None, SimErrorKind::Cop(e)))?;
-            let bad = |value: u32, reason| {
-                SimError::at(
-                    4,
-                    None,
-                    SimErrorKind::InvalidRegister {
-                        register: "COP1 OPTIMIZER_CONFIG",
-                        value: value as u64,
-                        reason,
-                    },
-                )
-            };
-            if let Some((config, _)) = cop.optimizer_config() {
-                if cop.architecture() != Some(Architecture::EthosU85) {
-                    return Err(bad(config, "the payload is not for Ethos-U85"));
-                }
-                // CONFIG bits 0..=3: log2 of the MACs per cycle (Vela's `ConfigRegister`).
-                if config & 0xf != self.config.hw_macs_per_cc() {
-                    return Err(bad(
-                        config,
-                        "the payload was compiled for a different accelerator configuration",
-                    ));
-                }
-            }
-            for (offset, bytes) in cop.command_streams() {
-                if self.execute(bytes, offset, regions, &mut stats)? == StreamEnd::Stop {
-                    break;
-                }
-            }
-        } else {
-            self.execute(stream, 0, regions, &mut stats)?;
-        }
+        walk::run(self, stream, regions, &mut stats)?;
         Ok(stats)
     }
 
@@ -413,43 +382,7 @@ impl VirtualU85 {
         regions: &mut Regions,
         stats: &mut Stats,
     ) -> Result<StreamEnd, SimError> {
-        let words: Vec<u32> = bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        for item in Commands::new(&words, byte_base) {
-            let (offset, cmd) =
-                item.map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
-            stats.commands += 1;
-            if self.state.apply(&cmd) {
-                continue;
-            }
-            let name = cmd.opcode().name();
-            let err = |kind| SimError::at(offset, Some(name), kind);
-            let (op, param) = match cmd {
-                Command::Cmd0 { op, param } => (op, param),
-                Command::Cmd1 { .. } => {
-                    return Err(err(SimErrorKind::Unsupported {
-                        what: "NPU_OP_BRANCH on the virtual Ethos-U85",
-                    }));
-                }
-            };
-            if let Some(end) = self
-                .operation(op, param, offset, regions, stats)
-                .map_err(err)?
-            {
-                return Ok(end);
-            }
-        }
-        if !bytes.len().is_multiple_of(4) {
-            let offset = byte_base.saturating_add(bytes.len() & !3);
-            return Err(SimError::at(
-                offset,
-                None,
-                SimErrorKind::Decode(common::DecodeError::Truncated { offset }),
-            ));
-        }
-        Ok(StreamEnd::EndOfStream)
+        walk::execute(self, bytes, byte_base, regions, stats)
     }
 
     fn operation(
@@ -466,15 +399,8 @@ impl VirtualU85 {
             reason,
         };
         let kind = match op {
-            Cmd0::OP_STOP => {
-                stats.irqs.push(param);
-                stats.stopped = true;
-                return Ok(Some(StreamEnd::Stop));
-            }
-            Cmd0::OP_IRQ => {
-                stats.irqs.push(param);
-                return Ok(None);
-            }
+            Cmd0::OP_STOP => return Ok(walk::stop(param, stats)),
+            Cmd0::OP_IRQ => return Ok(walk::irq(param, stats)),
             // Everything completes synchronously.
             Cmd0::OP_DMA_WAIT | Cmd0::OP_KERNEL_WAIT | Cmd0::OP_PMU_MASK => return Ok(None),
             // `weights_ifm2` (bit 0): the weights are IFM2, a matrix multiplication.
@@ -506,19 +432,7 @@ impl VirtualU85 {
             Op::Resize(mode) => self.resize(mode, regions, &mut st)?,
             Op::Depthwise => self.conv(true, regions, &mut st)?,
         }
-        let work = st
-            .macs
-            .saturating_add(st.ofm_elements)
-            .saturating_add(st.dma_bytes);
-        self.work = self.work.saturating_add(work);
-        stats.push(st);
-        if self.work > self.limits.max_run_work {
-            return Err(SimErrorKind::LimitExceeded {
-                what: "work of one run",
-                requested: self.work,
-                limit: self.limits.max_run_work,
-            });
-        }
+        walk::account(&mut self.work, &self.limits, st, stats)?;
         Ok(None)
     }
 
@@ -1869,24 +1783,69 @@ impl VirtualU85 {
         regions: &mut Regions,
         stats: &mut Stats,
     ) -> Result<(usize, Option<StreamEnd>), SimError> {
-        let cmd = crate::ethos_u::regs::u85::decode(words, 0, byte_offset)
-            .map_err(|e| SimError::at(e.offset(), None, SimErrorKind::Decode(e)))?;
-        stats.commands += 1;
-        let used = cmd.words();
-        if self.state.apply(&cmd) {
-            return Ok((used, None));
-        }
+        walk::step(self, words, byte_offset, regions, stats)
+    }
+}
+
+/// The U85 command set and its dispatch, for the shared walker.
+impl walk::Machine for VirtualU85 {
+    type Command = Command;
+
+    fn decode(words: &[u32], byte_offset: usize) -> Result<Command, DecodeError> {
+        crate::ethos_u::regs::u85::decode(words, 0, byte_offset)
+    }
+
+    fn words(cmd: &Command) -> usize {
+        cmd.words()
+    }
+
+    fn apply(&mut self, cmd: &Command) -> bool {
+        self.state.apply(cmd)
+    }
+
+    fn dispatch(
+        &mut self,
+        cmd: Command,
+        offset: usize,
+        regions: &mut Regions,
+        stats: &mut Stats,
+    ) -> Result<Option<StreamEnd>, SimError> {
         let name = cmd.opcode().name();
-        let err = |kind| SimError::at(byte_offset, Some(name), kind);
+        let err = |kind| SimError::at(offset, Some(name), kind);
         let Command::Cmd0 { op, param } = cmd else {
             return Err(err(SimErrorKind::Unsupported {
                 what: "NPU_OP_BRANCH on the virtual Ethos-U85",
             }));
         };
-        let end = self
-            .operation(op, param, byte_offset, regions, stats)
-            .map_err(err)?;
-        Ok((used, end))
+        self.operation(op, param, offset, regions, stats)
+            .map_err(err)
+    }
+
+    fn check_payload(&self, cop: &Cop1<'_>) -> Result<(), SimError> {
+        let bad = |value: u32, reason| {
+            SimError::at(
+                4,
+                None,
+                SimErrorKind::InvalidRegister {
+                    register: "COP1 OPTIMIZER_CONFIG",
+                    value: value as u64,
+                    reason,
+                },
+            )
+        };
+        if let Some((config, _)) = cop.optimizer_config() {
+            if cop.architecture() != Some(Architecture::EthosU85) {
+                return Err(bad(config, "the payload is not for Ethos-U85"));
+            }
+            // CONFIG bits 0..=3: log2 of the MACs per cycle (Vela's `ConfigRegister`).
+            if config & 0xf != self.config.hw_macs_per_cc() {
+                return Err(bad(
+                    config,
+                    "the payload was compiled for a different accelerator configuration",
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
