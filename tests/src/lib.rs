@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use npu_build::value::Value;
 
+pub mod vela;
+
 /// `fixtures/` at the workspace root (copied from the shared fixtures; tests never read `../shared`).
 pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
