@@ -8,6 +8,8 @@ pub mod vela_weights;
 
 use npu_build::value::Value;
 
+pub mod vela;
+
 /// `fixtures/` at the workspace root (copied from the shared fixtures; tests never read `../shared`).
 pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

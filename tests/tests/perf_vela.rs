@@ -8,11 +8,11 @@
 //! Prints one row per stream (estimates, Vela, ratios) and the geometric mean of the ratios
 //! (`cargo test -p npu-tests --test perf_vela -- --nocapture`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use npu_build::ethos_u::perf::{Options, estimate_stream, estimate_stream_with};
 use npu_build::target::Target;
-use npu_tests::fixtures_dir;
+use npu_tests::vela::{summary_value, u55_u65_dirs};
 
 /// Largest accepted |estimate / Vela - 1|.
 const TOLERANCE: f64 = 0.20;
@@ -28,45 +28,6 @@ const TOLERANCE: f64 = 0.20;
 /// 1.21x Vela's on ethos-u55-32 only (within 20% on the five other configurations); not
 /// investigated further.
 const KNOWN_OUTLIERS: [&str; 2] = ["op_transpose", "op_arg_max/ethos-u55-32"];
-
-/// Every `fixtures/<model>/vela/<accel>` directory, sorted.
-fn vela_dirs() -> Vec<(String, String, PathBuf)> {
-    let root = fixtures_dir();
-    let mut out = Vec::new();
-    for model in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
-        let model = model.expect("fixture entry").path();
-        let vela = model.join("vela");
-        if !vela.is_dir() {
-            continue;
-        }
-        for accel in std::fs::read_dir(&vela).expect("vela dir") {
-            let accel = accel.expect("accel entry").path();
-            if !npu_tests::vela_compiled(&accel) || !npu_tests::u55_u65_dir(&accel) {
-                continue;
-            }
-            let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
-            out.push((name(&model), name(&accel), accel));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// `column` of the data row of Vela's `summary.csv`.
-fn summary_value(dir: &Path, column: &str) -> f64 {
-    let path = dir.join("summary.csv");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let row: Vec<&str> = lines.next().expect("data row").split(',').collect();
-    let i = header
-        .iter()
-        .position(|h| *h == column)
-        .unwrap_or_else(|| panic!("{}: no column {column}", path.display()));
-    row[i]
-        .parse()
-        .unwrap_or_else(|e| panic!("{}: {column} = {:?}: {e}", path.display(), row[i]))
-}
 
 /// The target Vela compiled for (`meta.json`).
 fn target_of(dir: &Path) -> Target {
@@ -100,7 +61,7 @@ struct Row {
 /// Estimates every selected stream.
 fn compare(select: impl Fn(&str, &str) -> bool) -> Vec<Row> {
     let mut rows = Vec::new();
-    for (model, accel, dir) in vela_dirs() {
+    for (model, accel, dir) in u55_u65_dirs() {
         if !select(&model, &accel) {
             continue;
         }

@@ -8,55 +8,16 @@
 //! `cargo test --release -p npu-tests --test perf_vela_u85 -- --nocapture`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use npu_build::ethos_u::perf::Options;
 use npu_build::ethos_u::perf::u85::{U85Target, estimate_stream_u85_with};
-use npu_tests::fixtures_dir;
+use npu_tests::vela::{summary_value, u85_dirs};
 
 /// Accepted range of the geometric mean of estimate / Vela per configuration. The goal is
 /// within 20% ([0.8, 1.25]); measured 0.945 (ethos-u85-2048) to 0.983 (ethos-u85-256), so the
 /// bound is held tighter.
 const GEOMEAN_BOUNDS: (f64, f64) = (0.9, 1.1);
-
-/// Every `fixtures/<model>/vela/ethos-u85-*` directory with a stream, sorted.
-fn u85_dirs() -> Vec<(String, String, PathBuf)> {
-    let root = fixtures_dir();
-    let mut out = Vec::new();
-    for model in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
-        let model = model.expect("fixture entry").path();
-        let vela = model.join("vela");
-        if !vela.is_dir() {
-            continue;
-        }
-        for accel in std::fs::read_dir(&vela).expect("vela dir") {
-            let accel = accel.expect("accel entry").path();
-            let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
-            if !npu_tests::vela_compiled(&accel) || !name(&accel).starts_with("ethos-u85-") {
-                continue;
-            }
-            out.push((name(&model), name(&accel), accel));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// `column` of the data row of Vela's `summary.csv`.
-fn summary_value(dir: &Path, column: &str) -> f64 {
-    let path = dir.join("summary.csv");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let row: Vec<&str> = lines.next().expect("data row").split(',').collect();
-    let i = header
-        .iter()
-        .position(|h| *h == column)
-        .unwrap_or_else(|| panic!("{}: no column {column}", path.display()));
-    row[i]
-        .parse()
-        .unwrap_or_else(|e| panic!("{}: {column} = {:?}: {e}", path.display(), row[i]))
-}
 
 /// The target Vela compiled for (`meta.json`).
 fn target_of(dir: &Path) -> U85Target {

@@ -13,32 +13,13 @@ use npu_rt::ethos_u::regs::disasm::write_line;
 use npu_rt::sim::{Regions, SimErrorKind, VirtualNpu};
 use npu_tests::fixtures_dir;
 
-/// Every `fixtures/<model>/vela/<accel>` directory, sorted.
+/// Every `fixtures/<model>/vela/<accel>` directory of a U55/U65 configuration, as
+/// `model/accel` and the directory, sorted.
 fn vela_dirs() -> Vec<(String, PathBuf)> {
-    let root = fixtures_dir();
-    let mut out = Vec::new();
-    let models = std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
-    for model in models {
-        let model = model.expect("fixture entry").path();
-        let vela = model.join("vela");
-        if !vela.is_dir() {
-            continue;
-        }
-        for accel in std::fs::read_dir(&vela).expect("vela dir") {
-            let accel = accel.expect("accel entry").path();
-            if !npu_tests::vela_compiled(&accel) || !npu_tests::u55_u65_dir(&accel) {
-                continue;
-            }
-            let name = format!(
-                "{}/{}",
-                model.file_name().unwrap().to_string_lossy(),
-                accel.file_name().unwrap().to_string_lossy()
-            );
-            out.push((name, accel));
-        }
-    }
-    out.sort();
-    out
+    npu_tests::vela::u55_u65_dirs()
+        .into_iter()
+        .map(|(model, accel, dir)| (format!("{model}/{accel}"), dir))
+        .collect()
 }
 
 /// The inputs of sample `k`: `input_k.npy`, or `input_k_0.npy, input_k_1.npy, ...`.
@@ -557,11 +538,6 @@ fn reduce_max_min_vela_streams_match_tflite() {
     }
 }
 
-/// `round(v / 2^s)` with NATURAL rounding (half up), as the OFM scaling does.
-fn natural_shift(v: i64, s: u32) -> i64 {
-    (v + (1i64 << (s - 1))) >> s
-}
-
 /// Vela 5.2.0's stream for op_sum (SUM over H and W of [1, 8, 8, 16], keep_dims) does not
 /// compute TFLite's SUM. Its first operation (a 1x1 AvgPool) copies the input viewed as
 /// `[8, 128, 1]` into `[128, 8]` (H innermost); its 1x1 convolution then sums the 8 H values
@@ -569,35 +545,11 @@ fn natural_shift(v: i64, s: u32) -> i64 {
 /// holds `requant(sum over h of x[h, 0, c])`, the sum over H at W = 0 only. The model: the
 /// convolution's `sum(x - zp_in) * M / 2^S` (weights 1, `(M, S)` TFLite's quantized multiplier
 /// of `s_in / s_out`, Vela's scale record 0x4EBFA475 / 2^34 on ethos-u55-128), NATURAL
-/// rounding, `+ zp_out`, clamped. The virtual NPU must give exactly that, and it differs from
-/// TFLite's SUM on every element (documented in docs/reduce.md).
+/// rounding, `+ zp_out`, clamped ([`npu_tests::vela::op_sum_first_column`], shared with the
+/// U85 streams' test). The virtual NPU must give exactly that, and it differs from TFLite's SUM
+/// on every element (documented in docs/reduce.md).
 #[test]
 fn op_sum_vela_streams_sum_only_the_first_column() {
-    let (si, zi, so, zo) = (
-        0.007842489518225193f64 as f32,
-        -1i64,
-        0.10197906941175461f64 as f32,
-        -3i64,
-    );
-    let real = f64::from(si) / f64::from(so);
-    // QuantizeMultiplier: real = q / 2^31 * 2^e, q in [2^30, 2^31).
-    let mut e = 0i32;
-    let mut m = real;
-    while m >= 1.0 {
-        m /= 2.0;
-        e += 1;
-    }
-    while m < 0.5 {
-        m *= 2.0;
-        e -= 1;
-    }
-    let q = (m * 2f64.powi(31)).round() as i64;
-    let s = (31 - e) as u32;
-    assert_eq!(
-        (q, s),
-        (0x4EBF_A475, 34),
-        "the scale record of Vela's stream"
-    );
     let io = fixtures_dir().join("op_sum").join("io");
     for (name, dir) in vela_dirs()
         .into_iter()
@@ -607,13 +559,7 @@ fn op_sum_vela_streams_sum_only_the_first_column() {
         let config = compiled.accelerator(None).expect("accelerator");
         for k in 0..3 {
             let input = Value::read_npy(&io.join(format!("input_{k}.npy"))).expect("input");
-            let x = input.data.to_le_bytes();
-            let model: Vec<u8> = (0..16)
-                .map(|c| {
-                    let acc: i64 = (0..8).map(|h| i64::from(x[h * 128 + c] as i8) - zi).sum();
-                    (natural_shift(acc * q, s) + zo).clamp(-128, 127) as i8 as u8
-                })
-                .collect();
+            let model = npu_tests::vela::op_sum_first_column(&input.data.to_le_bytes());
             let (outputs, _) = compiled
                 .run(config, &[input])
                 .unwrap_or_else(|e| panic!("{name} input {k}: {e}"));

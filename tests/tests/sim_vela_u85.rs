@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use npu_build::value::Value;
 use npu_cli::sim::CompiledDir;
 use npu_rt::ethos_u::config::U85Config;
-use npu_tests::fixtures_dir;
+use npu_tests::vela::op_sum_first_column;
 
 /// Directories (`model/ethos-u85-N`) expected to fail, with why. Kept exact by the test.
 const UNSUPPORTED: &[(&str, &str)] = &[];
@@ -32,65 +32,13 @@ const VELA_MISCOMPILED: &[(&str, StreamModel)] = &[("op_sum", op_sum_first_colum
 /// The output bytes a stream computes from the input bytes.
 type StreamModel = fn(&[u8]) -> Vec<u8>;
 
-/// What Vela's op_sum stream computes, from TFLite's quantization alone: for each channel `c`,
-/// `sum over h of (x[h][0][c] - zp_in)`, scaled by TFLite's quantized multiplier of
-/// `s_in / s_out` (`0x4EBFA475 / 2^34`, the stream's SUB `OFM_SCALE`) with NATURAL rounding
-/// (half up), plus `zp_out`, saturated to int8.
-fn op_sum_first_column(x: &[u8]) -> Vec<u8> {
-    let (si, zi, so, zo) = (
-        0.007842489518225193f64 as f32,
-        -1i64,
-        0.10197906941175461f64 as f32,
-        -3i64,
-    );
-    let real = f64::from(si) / f64::from(so);
-    // TFLite's QuantizeMultiplier: real = q / 2^31 * 2^e, q in [2^30, 2^31).
-    let (mut m, mut e) = (real, 0i32);
-    while m >= 1.0 {
-        m /= 2.0;
-        e += 1;
-    }
-    while m < 0.5 {
-        m *= 2.0;
-        e -= 1;
-    }
-    let q = (m * 2f64.powi(31)).round() as i64;
-    let s = (31 - e) as u32;
-    assert_eq!((q, s), (0x4EBF_A475, 34), "the stream's OFM scale");
-    (0..16)
-        .map(|c| {
-            let acc: i64 = (0..8).map(|h| i64::from(x[h * 128 + c] as i8) - zi).sum();
-            let v = (acc * q + (1i64 << (s - 1))) >> s;
-            (v + zo).clamp(-128, 127) as i8 as u8
-        })
-        .collect()
-}
-
-/// Every `fixtures/<model>/vela/ethos-u85-*` directory with a compiled stream, sorted.
+/// Every `fixtures/<model>/vela/ethos-u85-*` directory with a compiled stream, as
+/// `model/accel` and the directory, sorted.
 fn u85_dirs() -> Vec<(String, PathBuf)> {
-    let root = fixtures_dir();
-    let mut out = Vec::new();
-    for model in std::fs::read_dir(&root).expect("fixtures dir") {
-        let model = model.expect("fixture entry").path();
-        let vela = model.join("vela");
-        if !vela.is_dir() {
-            continue;
-        }
-        for accel in std::fs::read_dir(&vela).expect("vela dir") {
-            let accel = accel.expect("accel entry").path();
-            let name = accel.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if !name.starts_with("ethos-u85-") || !npu_tests::vela_compiled(&accel) {
-                continue;
-            }
-            let key = format!(
-                "{}/{name}",
-                model.file_name().unwrap_or_default().to_string_lossy()
-            );
-            out.push((key, accel));
-        }
-    }
-    out.sort();
-    out
+    npu_tests::vela::u85_dirs()
+        .into_iter()
+        .map(|(model, accel, dir)| (format!("{model}/{accel}"), dir))
+        .collect()
 }
 
 /// The inputs of sample `k`: `input_k.npy`, or `input_k_0.npy, input_k_1.npy, ...`.

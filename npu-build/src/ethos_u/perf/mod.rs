@@ -351,55 +351,153 @@ pub fn estimate_events(events: &[Event], target: &Target, options: Options) -> E
         })
         .collect();
     let mut costs = op_costs(&ops, target, &mems).into_iter();
+    let steps = events
+        .iter()
+        .map(|event| match event {
+            Event::Op(op) => Step::Op(
+                OpEstimate::unplaced(
+                    op.offset,
+                    op.class.name(),
+                    op.ofm.shape,
+                    op.ofm_block,
+                    costs.next().unwrap_or_default(),
+                ),
+                op.is_standalone_lut(),
+            ),
+            Event::Dma(dma) => Step::Dma(DmaEstimate::unplaced(
+                dma.offset,
+                dma.bytes,
+                dma.dst == DmaEnd::Shram,
+                dma_cost(dma, &mems),
+            )),
+            Event::DmaWait(k) => Step::DmaWait(*k),
+            Event::KernelWait(k) => Step::KernelWait(*k),
+        })
+        .collect();
+    let est = Estimate::empty(
+        target.describe(),
+        target.system_config.core_clock_hz,
+        mems.list.iter().map(|m| m.name),
+    );
+    let queue = target.accelerator.max_outstanding_dma.max(1) as usize;
+    timeline(steps, est, queue, options)
+}
+
+/// What the command processor does, as the timeline sees it: each architecture's decoder and
+/// cost model turn their events into these, in stream order, and [`timeline`] places them.
+pub(crate) enum Step {
+    /// An NPU operation with its cost (the timeline sets `start` and `end`), and whether it is
+    /// a stand-alone LUT operation (whose table load Vela charges).
+    Op(OpEstimate, bool),
+    /// A DMA with its cost (the timeline sets `start` and `end`).
+    Dma(DmaEstimate),
+    /// `NPU_OP_DMA_WAIT k`: wait until at most `k` DMAs are outstanding.
+    DmaWait(u16),
+    /// `NPU_OP_KERNEL_WAIT n`: wait until at most `n` operations are outstanding.
+    KernelWait(u16),
+}
+
+impl OpEstimate {
+    /// An operation's estimate before the timeline places it.
+    pub(crate) fn unplaced(
+        offset: usize,
+        kind: String,
+        ofm: [u64; 3],
+        ofm_block: [u64; 3],
+        cost: OpCost,
+    ) -> Self {
+        OpEstimate {
+            offset,
+            kind,
+            ofm,
+            ofm_block,
+            cost,
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+impl DmaEstimate {
+    /// A DMA's estimate before the timeline places it.
+    pub(crate) fn unplaced(offset: usize, bytes: u64, lut: bool, cost: DmaCost) -> Self {
+        DmaEstimate {
+            offset,
+            bytes,
+            lut,
+            cost,
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+impl Estimate {
+    /// An estimate with nothing placed yet, over the memories named `memories`.
+    pub(crate) fn empty(
+        target: String,
+        clock_hz: f64,
+        memories: impl IntoIterator<Item = &'static str>,
+    ) -> Self {
+        Estimate {
+            target,
+            clock_hz,
+            ops: Vec::new(),
+            dmas: Vec::new(),
+            macs: 0,
+            compute_cycles: 0,
+            op_cycles: 0,
+            dma_cycles: 0,
+            stall_cycles: 0,
+            total_cycles: 0,
+            memories: memories
+                .into_iter()
+                .map(|name| MemoryUse {
+                    name,
+                    bytes_read: 0,
+                    bytes_written: 0,
+                    access_cycles: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn add_bytes(&mut self, read: &[u64; NUM_MEMORIES], written: &[u64; NUM_MEMORIES]) {
+        for (m, u) in self.memories.iter_mut().enumerate() {
+            u.bytes_read = u.bytes_read.saturating_add(read[m]);
+            u.bytes_written = u.bytes_written.saturating_add(written[m]);
+        }
+    }
+}
+
+/// Places `steps` on the NPU/DMA timeline of `est` (see the module documentation), with a DMA
+/// queue of `queue` (the accelerator's `max_outstanding_dma`), and totals them.
+pub(crate) fn timeline(
+    steps: Vec<Step>,
+    mut est: Estimate,
+    queue: usize,
+    options: Options,
+) -> Estimate {
+    // Vela charges the load of a stand-alone LUT operation's table (the table is an input of
+    // that operation), unlike a LUT fused as another operation's activation: per step, whether
+    // the next operation is a stand-alone LUT operation.
+    let mut next_is_lut = vec![false; steps.len()];
+    let mut upcoming = false;
+    for (i, step) in steps.iter().enumerate().rev() {
+        if let Step::Op(_, standalone_lut) = step {
+            upcoming = *standalone_lut;
+        }
+        next_is_lut[i] = upcoming;
+    }
     let mut cp: u64 = 0; // command processor
     let mut npu_free: u64 = 0;
     let mut dma_free: u64 = 0;
     let mut op_ends: Vec<u64> = Vec::new();
     let mut dma_ends: Vec<u64> = Vec::new();
-    let mut est = Estimate {
-        target: target.describe(),
-        clock_hz: target.system_config.core_clock_hz,
-        ops: Vec::new(),
-        dmas: Vec::new(),
-        macs: 0,
-        compute_cycles: 0,
-        op_cycles: 0,
-        dma_cycles: 0,
-        stall_cycles: 0,
-        total_cycles: 0,
-        memories: mems
-            .list
-            .iter()
-            .map(|m| MemoryUse {
-                name: m.name,
-                bytes_read: 0,
-                bytes_written: 0,
-                access_cycles: 0,
-            })
-            .collect(),
-    };
-    let add_bytes =
-        |est: &mut Estimate, read: &[u64; NUM_MEMORIES], written: &[u64; NUM_MEMORIES]| {
-            for (m, u) in est.memories.iter_mut().enumerate() {
-                u.bytes_read = u.bytes_read.saturating_add(read[m]);
-                u.bytes_written = u.bytes_written.saturating_add(written[m]);
-            }
-        };
-    // Vela charges the load of a stand-alone LUT operation's table (the table is an input of
-    // that operation), unlike a LUT fused as another operation's activation: per event, whether
-    // the next operation is a stand-alone LUT operation.
-    let mut next_is_lut = vec![false; events.len()];
-    let mut upcoming = false;
-    for (i, e) in events.iter().enumerate().rev() {
-        if let Event::Op(op) = e {
-            upcoming = op.is_standalone_lut();
-        }
-        next_is_lut[i] = upcoming;
-    }
-    for (i, event) in events.iter().enumerate() {
-        match event {
-            Event::Op(op) => {
-                let cost = costs.next().unwrap_or_default();
+    for (step, next_is_lut) in steps.into_iter().zip(next_is_lut) {
+        match step {
+            Step::Op(mut op, _) => {
+                let cost = &op.cost;
                 let start = cp.max(npu_free);
                 let end = start.saturating_add(cost.cycles());
                 npu_free = end;
@@ -408,54 +506,41 @@ pub fn estimate_events(events: &[Event], target: &Target, options: Options) -> E
                 est.macs = est.macs.saturating_add(cost.macs);
                 est.compute_cycles = est.compute_cycles.saturating_add(cost.compute);
                 est.op_cycles = est.op_cycles.saturating_add(cost.cycles());
-                add_bytes(&mut est, &cost.read, &cost.written);
+                est.add_bytes(&cost.read, &cost.written);
                 for (u, a) in est.memories.iter_mut().zip(cost.access) {
                     u.access_cycles = u.access_cycles.saturating_add(a);
                 }
-                est.ops.push(OpEstimate {
-                    offset: op.offset,
-                    kind: op.class.name(),
-                    ofm: op.ofm.shape,
-                    ofm_block: op.ofm_block,
-                    cost,
-                    start,
-                    end,
-                });
+                op.start = start;
+                op.end = end;
+                est.ops.push(op);
             }
-            Event::Dma(dma) => {
-                let mut cost = dma_cost(dma, &mems);
-                if dma.dst == DmaEnd::Shram && !options.lut_loads && !next_is_lut[i] {
-                    cost.cycles = 0;
+            Step::Dma(mut dma) => {
+                if dma.lut && !options.lut_loads && !next_is_lut {
+                    dma.cost.cycles = 0;
                 }
                 // The hardware queues `max_outstanding_dma` DMAs; with the queue full the
                 // command processor waits for the oldest before it can start another.
-                let queue = target.accelerator.max_outstanding_dma.max(1) as usize;
-                cp = wait_until(&dma_ends, cp, queue - 1);
+                cp = wait_until(&dma_ends, cp, queue.max(1) - 1);
                 let start = cp.max(dma_free);
-                let end = start.saturating_add(cost.cycles);
+                let end = start.saturating_add(dma.cost.cycles);
                 dma_free = end;
                 dma_ends.push(end);
-                est.dma_cycles = est.dma_cycles.saturating_add(cost.cycles);
-                add_bytes(&mut est, &cost.read, &cost.written);
-                est.dmas.push(DmaEstimate {
-                    offset: dma.offset,
-                    bytes: dma.bytes,
-                    lut: dma.dst == DmaEnd::Shram,
-                    cost,
-                    start,
-                    end,
-                });
+                est.dma_cycles = est.dma_cycles.saturating_add(dma.cost.cycles);
+                est.add_bytes(&dma.cost.read, &dma.cost.written);
+                dma.start = start;
+                dma.end = end;
+                est.dmas.push(dma);
             }
-            Event::DmaWait(k) => {
-                let t = wait_until(&dma_ends, cp, usize::from(*k));
+            Step::DmaWait(k) => {
+                let t = wait_until(&dma_ends, cp, usize::from(k));
                 // Time the NPU sits idle because of this wait.
                 est.stall_cycles = est
                     .stall_cycles
                     .saturating_add(t.saturating_sub(cp.max(npu_free)));
                 cp = t;
             }
-            Event::KernelWait(k) => {
-                cp = wait_until(&op_ends, cp, usize::from(*k));
+            Step::KernelWait(k) => {
+                cp = wait_until(&op_ends, cp, usize::from(k));
             }
         }
     }

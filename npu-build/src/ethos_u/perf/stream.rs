@@ -218,48 +218,65 @@ pub enum Event {
     KernelWait(u16),
 }
 
-fn bad(offset: usize, what: &str) -> Error {
+/// A malformed-stream error at byte `offset`.
+pub(crate) fn bad(offset: usize, what: &str) -> Error {
     Error::CommandStream {
         offset,
         detail: what.to_string(),
     }
 }
 
-/// The events of `stream` (a raw command stream or a COP1 driver payload).
-pub fn decode(stream: &[u8]) -> Result<Vec<Event>> {
-    let mut state = RegisterState::default();
-    let mut events = Vec::new();
+/// Calls `walk` with the 32-bit words of each command stream of `stream` (a raw command stream
+/// or a COP1 driver payload) and the byte offset of its first word, in order, until `walk`
+/// returns true (the stream ended at `NPU_OP_STOP`). Shared by the U55/U65 and U85 decoders.
+pub(crate) fn for_each_stream(
+    stream: &[u8],
+    mut walk: impl FnMut(&[u32], usize) -> Result<bool>,
+) -> Result<()> {
+    let mut walk_bytes = |bytes: &[u8], base: usize| {
+        if !bytes.len().is_multiple_of(4) {
+            return Err(bad(
+                base + bytes.len(),
+                "command stream is not whole 32-bit words",
+            ));
+        }
+        let words: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        walk(&words, base)
+    };
     if cop::is_cop1(stream) {
         let cop = Cop1::parse(stream).map_err(|e| Error::Artifact(e.to_string()))?;
         for (base, bytes) in cop.command_streams() {
-            if walk(bytes, base, &mut state, &mut events)? {
+            if walk_bytes(bytes, base)? {
                 break;
             }
         }
     } else {
-        walk(stream, 0, &mut state, &mut events)?;
+        walk_bytes(stream, 0)?;
     }
+    Ok(())
+}
+
+/// The events of `stream` (a raw command stream or a COP1 driver payload).
+pub fn decode(stream: &[u8]) -> Result<Vec<Event>> {
+    let mut state = RegisterState::default();
+    let mut events = Vec::new();
+    for_each_stream(stream, |words, base| {
+        walk(words, base, &mut state, &mut events)
+    })?;
     Ok(events)
 }
 
 /// Decodes one command stream; true when it ended at `NPU_OP_STOP`.
 fn walk(
-    bytes: &[u8],
+    words: &[u32],
     base: usize,
     state: &mut RegisterState,
     events: &mut Vec<Event>,
 ) -> Result<bool> {
-    if !bytes.len().is_multiple_of(4) {
-        return Err(bad(
-            base + bytes.len(),
-            "command stream is not whole 32-bit words",
-        ));
-    }
-    let words: Vec<u32> = bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    for item in Commands::new(&words, base) {
+    for item in Commands::new(words, base) {
         let (offset, cmd) = item.map_err(|e| bad(e.offset(), &e.to_string()))?;
         if state.apply(&cmd) {
             continue;

@@ -30,11 +30,11 @@
 //! `NPU_OP_DMA_WAIT` / `NPU_OP_KERNEL_WAIT`, as in the U55/U65 timeline.
 
 use npu_rt::ethos_u::config::{U85_ALL, U85Config};
-use npu_rt::ethos_u::cop::{self, Cop1};
 use npu_rt::ethos_u::regs::u85::{Cmd0, Cmd1, Command, Commands};
 
-use super::model::{DmaCost, NUM_MEMORIES, OpCost, SHRAM};
-use super::{DmaEstimate, Estimate, MemoryUse, OpEstimate, Options, wait_until};
+use super::model::{DmaCost, OpCost, SHRAM};
+use super::stream::{bad, for_each_stream};
+use super::{DmaEstimate, Estimate, OpEstimate, Options, Step, timeline};
 use crate::error::{Error, Result};
 
 /// Timing of one memory (vela.ini values, in NPU cycles).
@@ -336,13 +336,6 @@ pub enum U85Event {
     KernelWait(u16),
 }
 
-fn bad(offset: usize, what: &str) -> Error {
-    Error::CommandStream {
-        offset,
-        detail: what.to_string(),
-    }
-}
-
 /// The last command written to every register. The virtual U85 keeps its own register file,
 /// but it is behind `npu-rt`'s `sim` feature, which the compiler does not enable; the field
 /// tables (`Command::field`) are shared.
@@ -403,31 +396,15 @@ impl Regs {
 pub fn decode(stream: &[u8]) -> Result<Vec<U85Event>> {
     let mut regs = Regs::new();
     let mut events = Vec::new();
-    if cop::is_cop1(stream) {
-        let cop = Cop1::parse(stream).map_err(|e| Error::Artifact(e.to_string()))?;
-        for (base, bytes) in cop.command_streams() {
-            if walk(bytes, base, &mut regs, &mut events)? {
-                break;
-            }
-        }
-    } else {
-        walk(stream, 0, &mut regs, &mut events)?;
-    }
+    for_each_stream(stream, |words, base| {
+        walk(words, base, &mut regs, &mut events)
+    })?;
     Ok(events)
 }
 
-fn walk(bytes: &[u8], base: usize, regs: &mut Regs, events: &mut Vec<U85Event>) -> Result<bool> {
-    if !bytes.len().is_multiple_of(4) {
-        return Err(bad(
-            base + bytes.len(),
-            "command stream is not whole 32-bit words",
-        ));
-    }
-    let words: Vec<u32> = bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    for item in Commands::new(&words, base) {
+/// Decodes one command stream; true when it ended at `NPU_OP_STOP`.
+fn walk(words: &[u32], base: usize, regs: &mut Regs, events: &mut Vec<U85Event>) -> Result<bool> {
+    for item in Commands::new(words, base) {
         let (offset, cmd) = item.map_err(|e| bad(e.offset(), &e.to_string()))?;
         if regs.apply(&cmd) {
             continue;
@@ -1099,8 +1076,8 @@ fn op_costs(ops: &[&U85Op], dma_bytes: &[ChannelBytes], t: &U85Target) -> Vec<Op
 }
 
 /// Places decoded U85 events on the NPU/DMA timeline: operations one after another, DMAs one
-/// after another on the DMA engine, concurrently, as the waits allow (the U55/U65 timeline's
-/// rules, with a DMA queue of 2).
+/// after another on the DMA engine, concurrently, as the waits allow (the U55/U65 timeline,
+/// shared, with a DMA queue of 2).
 pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Options) -> Estimate {
     let ops: Vec<&U85Op> = events
         .iter()
@@ -1134,108 +1111,35 @@ pub fn estimate_events_u85(events: &[U85Event], target: &U85Target, options: Opt
         }
     }
     let mut costs = op_costs(&ops, &dma_bytes, target).into_iter();
-    let mut est = Estimate {
-        target: target.describe(),
-        clock_hz: target.system.clock_hz,
-        ops: Vec::new(),
-        dmas: Vec::new(),
-        macs: 0,
-        compute_cycles: 0,
-        op_cycles: 0,
-        dma_cycles: 0,
-        stall_cycles: 0,
-        total_cycles: 0,
-        memories: [target.system.axi0.name, target.system.axi1.name, "Lut"]
-            .iter()
-            .map(|&name| MemoryUse {
-                name,
-                bytes_read: 0,
-                bytes_written: 0,
-                access_cycles: 0,
-            })
-            .collect(),
-    };
-    let add = |est: &mut Estimate, read: &[u64; NUM_MEMORIES], written: &[u64; NUM_MEMORIES]| {
-        for (m, u) in est.memories.iter_mut().enumerate() {
-            u.bytes_read = u.bytes_read.saturating_add(read[m]);
-            u.bytes_written = u.bytes_written.saturating_add(written[m]);
-        }
-    };
-    // Vela charges the load of a stand-alone LUT operation's table (an input of that
-    // operation), not of a LUT fused as another operation's activation: per event, whether the
-    // next operation is a stand-alone LUT operation.
-    let mut next_is_lut = vec![false; events.len()];
-    let mut upcoming = false;
-    for (i, e) in events.iter().enumerate().rev() {
-        if let U85Event::Op(op) = e {
-            upcoming = op.is_standalone_lut();
-        }
-        next_is_lut[i] = upcoming;
-    }
-    let (mut cp, mut npu_free, mut dma_free) = (0u64, 0u64, 0u64);
-    let mut op_ends: Vec<u64> = Vec::new();
-    let mut dma_ends: Vec<u64> = Vec::new();
-    for (i, event) in events.iter().enumerate() {
-        match event {
-            U85Event::Op(op) => {
-                let cost = costs.next().unwrap_or_default();
-                let start = cp.max(npu_free);
-                let end = start.saturating_add(cost.cycles());
-                npu_free = end;
-                cp = start;
-                op_ends.push(end);
-                est.macs = est.macs.saturating_add(cost.macs);
-                est.compute_cycles = est.compute_cycles.saturating_add(cost.compute);
-                est.op_cycles = est.op_cycles.saturating_add(cost.cycles());
-                add(&mut est, &cost.read, &cost.written);
-                for (u, a) in est.memories.iter_mut().zip(cost.access) {
-                    u.access_cycles = u.access_cycles.saturating_add(a);
-                }
-                est.ops.push(OpEstimate {
-                    offset: op.offset,
-                    kind: op.class.name().to_string(),
-                    ofm: op.ofm.shape,
-                    ofm_block: op.ofm_block,
-                    cost,
-                    start,
-                    end,
-                });
-            }
-            U85Event::Dma(dma) => {
-                let mut cost = dma_cost(dma, target);
-                if dma.dst.is_none() && !options.lut_loads && !next_is_lut[i] {
-                    cost.cycles = 0;
-                }
-                cp = wait_until(&dma_ends, cp, 1);
-                let start = cp.max(dma_free);
-                let end = start.saturating_add(cost.cycles);
-                dma_free = end;
-                dma_ends.push(end);
-                est.dma_cycles = est.dma_cycles.saturating_add(cost.cycles);
-                add(&mut est, &cost.read, &cost.written);
-                est.dmas.push(DmaEstimate {
-                    offset: dma.offset,
-                    bytes: dma.bytes,
-                    lut: dma.dst.is_none(),
-                    cost,
-                    start,
-                    end,
-                });
-            }
-            U85Event::DmaWait(k) => {
-                let t = wait_until(&dma_ends, cp, usize::from(*k));
-                est.stall_cycles = est
-                    .stall_cycles
-                    .saturating_add(t.saturating_sub(cp.max(npu_free)));
-                cp = t;
-            }
-            U85Event::KernelWait(k) => {
-                cp = wait_until(&op_ends, cp, usize::from(*k));
-            }
-        }
-    }
-    est.total_cycles = cp.max(npu_free).max(dma_free);
-    est
+    let steps = events
+        .iter()
+        .map(|event| match event {
+            U85Event::Op(op) => Step::Op(
+                OpEstimate::unplaced(
+                    op.offset,
+                    op.class.name().to_string(),
+                    op.ofm.shape,
+                    op.ofm_block,
+                    costs.next().unwrap_or_default(),
+                ),
+                op.is_standalone_lut(),
+            ),
+            U85Event::Dma(dma) => Step::Dma(DmaEstimate::unplaced(
+                dma.offset,
+                dma.bytes,
+                dma.dst.is_none(),
+                dma_cost(dma, target),
+            )),
+            U85Event::DmaWait(k) => Step::DmaWait(*k),
+            U85Event::KernelWait(k) => Step::KernelWait(*k),
+        })
+        .collect();
+    let est = Estimate::empty(
+        target.describe(),
+        target.system.clock_hz,
+        [target.system.axi0.name, target.system.axi1.name, "Lut"],
+    );
+    timeline(steps, est, 2, options)
 }
 
 /// Every Ethos-U85 configuration name the estimator knows (`ethos-u85-128` ...).
