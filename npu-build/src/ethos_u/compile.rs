@@ -58,6 +58,10 @@ pub struct CompileOptions {
     pub arena_budget: Option<usize>,
     /// Vela's `--optimise Size`: stripe for the smallest arena, at some cost in cycles.
     pub optimise_size: bool,
+    /// Activations read by several operators whose depth is not a multiple of 16 stay dense
+    /// NHWC (`lower::Bricks::WholeWhereShared`); size mode implies it, and keeps it for its
+    /// second compilation at the arena it reached.
+    pub dense_shared_partial: bool,
     /// The system whose memories time the schedule (set by [`CompileOptions::for_target`]).
     /// With it the estimator judges the schedule: weight copies that would keep the NPU
     /// waiting start further ahead (`copy_lead`), copies nothing can hide are made where that
@@ -76,6 +80,7 @@ impl Default for CompileOptions {
             fast_scratch: None,
             arena_budget: None,
             optimise_size: false,
+            dense_shared_partial: false,
             timing: None,
         }
     }
@@ -144,7 +149,13 @@ fn partition_and_lower(
     // that operator's tensors placed for the CPU).
     let (program, ranges) = loop {
         let on_npu: Vec<bool> = reasons.iter().map(Option::is_none).collect();
-        match lower::lower_partition(graph, accel, &on_npu, true) {
+        // Size mode keeps shared partial-depth activations dense (see `lower::Bricks`).
+        let bricks = if options.optimise_size || options.dense_shared_partial {
+            lower::Bricks::WholeWhereShared
+        } else {
+            lower::Bricks::Wherever
+        };
+        match lower::lower_partition(graph, accel, &on_npu, bricks) {
             Ok(r) => break r,
             Err((i, e)) if partition::is_npu_refusal(&e) && reasons[i].is_none() => {
                 if !options.cpu_fallback {
@@ -242,6 +253,7 @@ pub fn compile_with(
     // 8,372,235 -> 8,162,531 cycles at 364,672 bytes).
     let budget = CompileOptions {
         optimise_size: false,
+        dense_shared_partial: true,
         arena_budget: Some(smallest.arena_size),
         ..options.clone()
     };

@@ -301,11 +301,26 @@ pub fn lower_partition(
     graph: &Graph,
     accel: &AcceleratorConfig,
     on_npu: &[bool],
-    bricks: bool,
+    bricks: Bricks,
 ) -> std::result::Result<PartialProgram, (usize, Error)> {
     let mut cx = Lowering::new(graph, accel);
-    if bricks {
-        cx.bricks = brick_tensors(graph, on_npu);
+    match bricks {
+        Bricks::Never => {}
+        Bricks::Wherever => cx.bricks = brick_tensors(graph, on_npu),
+        Bricks::WholeWhereShared => {
+            cx.bricks = brick_tensors(graph, on_npu);
+            let mut readers = vec![0usize; graph.tensors.len()];
+            for op in &graph.ops {
+                for &t in &op.inputs {
+                    if let Some(r) = readers.get_mut(t.index()) {
+                        *r += 1;
+                    }
+                }
+            }
+            for ((b, t), r) in cx.bricks.iter_mut().zip(&graph.tensors).zip(readers) {
+                *b &= r < 2 || t.shape.last().is_some_and(|c| c % 16 == 0);
+            }
+        }
     }
     for &t in graph
         .inputs
@@ -337,6 +352,20 @@ pub fn lower_partition(
     }
     cx.program.tensor_places = cx.places;
     Ok((cx.program, ranges))
+}
+
+/// Which activations [`lower_partition`] places in the NHCWB16 brick layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bricks {
+    /// None: every activation dense NHWC.
+    Never,
+    /// Every one [`brick_tensors`] allows.
+    Wherever,
+    /// As `Wherever`, except activations read by two or more operators whose depth leaves
+    /// part of the last brick empty: those cannot be striped (they stay whole, often at the
+    /// arena's peak), and in bricks a depth of 24 takes 32 channels of bytes (mv2_224's
+    /// block_1_project output: 100,352 bytes as bricks, 75,264 dense).
+    WholeWhereShared,
 }
 
 /// The activations that can live in the NHCWB16 brick layout, which the NPU reads and writes
