@@ -66,6 +66,19 @@ pub struct Limits {
     pub max_dma_bytes: u64,
 }
 
+/// `Err(LimitExceeded)` for the first `(what, requested, limit)` whose request exceeds its
+/// limit, in order.
+pub(crate) fn within_limits(checks: &[(&'static str, u64, u64)]) -> Result<(), SimErrorKind> {
+    match checks.iter().find(|(_, n, limit)| n > limit) {
+        Some(&(what, requested, limit)) => Err(SimErrorKind::LimitExceeded {
+            what,
+            requested,
+            limit,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -17,6 +17,7 @@
 //! input/output chaining, REPLICATE resize, other LUT functions, branches, ...) fails with
 //! [`SimErrorKind::Unsupported`] naming the command offset and opcode.
 
+use crate::sim::within_limits;
 use std::vec;
 use std::vec::Vec;
 
@@ -456,13 +457,7 @@ impl VirtualU85 {
             });
         }
         let len = s.addr(Cmd1::SET_DMA0_LEN);
-        if len > self.limits.max_dma_bytes {
-            return Err(SimErrorKind::LimitExceeded {
-                what: "DMA length",
-                requested: len,
-                limit: self.limits.max_dma_bytes,
-            });
-        }
+        within_limits(&[("DMA length", len, self.limits.max_dma_bytes)])?;
         let (from, to) = (s.addr(Cmd1::SET_DMA0_SRC), s.addr(Cmd1::SET_DMA0_DST));
         match (src.mode(), dst.mode()) {
             (DmaRegionMode::External, DmaRegionMode::External) => {
@@ -768,13 +763,7 @@ impl VirtualU85 {
         let c = s.common();
         let (h, w, d) = ofm_dims(&c);
         let n = h * w * d;
-        if n > self.limits.max_elements {
-            return Err(SimErrorKind::LimitExceeded {
-                what: "OFM elements of one operation",
-                requested: n,
-                limit: self.limits.max_elements,
-            });
-        }
+        within_limits(&[("OFM elements of one operation", n, self.limits.max_elements)])?;
         let ofm = self.ofm(&c)?;
         let broadcast = |op: Cmd0, register| {
             let v = s.p(op);
@@ -980,19 +969,23 @@ impl VirtualU85 {
             .saturating_mul(g.kh.saturating_mul(g.kw))
             .saturating_mul(if sum_channels { ifm_d } else { 1 });
         let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(ifm_d);
-        for (what, n) in [
-            ("OFM elements of one operation", ofm_elems),
-            ("IFM elements of one operation", ifm_elems),
-            ("pooling work of one operation", work),
-        ] {
-            if n > self.limits.max_elements {
-                return Err(SimErrorKind::LimitExceeded {
-                    what,
-                    requested: n,
-                    limit: self.limits.max_elements,
-                });
-            }
-        }
+        within_limits(&[
+            (
+                "OFM elements of one operation",
+                ofm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "IFM elements of one operation",
+                ifm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "pooling work of one operation",
+                work,
+                self.limits.max_elements,
+            ),
+        ])?;
         let (vals, read) = self.load(
             FmKind::Ifm,
             &ifm,
@@ -1086,19 +1079,23 @@ impl VirtualU85 {
         let ofm_elems = h.saturating_mul(w).saturating_mul(d);
         let work = ofm_elems.saturating_mul(g.kh.saturating_mul(g.kw));
         let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(d);
-        for (what, n) in [
-            ("OFM elements of one operation", ofm_elems),
-            ("IFM elements of one operation", ifm_elems),
-            ("pooling work of one operation", work),
-        ] {
-            if n > self.limits.max_elements {
-                return Err(SimErrorKind::LimitExceeded {
-                    what,
-                    requested: n,
-                    limit: self.limits.max_elements,
-                });
-            }
-        }
+        within_limits(&[
+            (
+                "OFM elements of one operation",
+                ofm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "IFM elements of one operation",
+                ifm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "pooling work of one operation",
+                work,
+                self.limits.max_elements,
+            ),
+        ])?;
         let (vals, read) = self.load(
             FmKind::Ifm,
             &ifm,
@@ -1181,13 +1178,7 @@ impl VirtualU85 {
         let ofm = self.ofm(&c)?;
         let acc_format = self.acc_format();
         let n = h.saturating_mul(w).saturating_mul(d);
-        if n > self.limits.max_elements {
-            return Err(SimErrorKind::LimitExceeded {
-                what: "OFM elements of one operation",
-                requested: n,
-                limit: self.limits.max_elements,
-            });
-        }
+        within_limits(&[("OFM elements of one operation", n, self.limits.max_elements)])?;
         let (vals, read) = self.load(FmKind::Ifm2, &ifm2, mem, (h, w, d), Access::Ifm2Read)?;
         st.read(ifm2.region, read);
         let result = vals
@@ -1241,7 +1232,7 @@ impl VirtualU85 {
         let k = c.ifm_depth_m1 as u64 + 1;
         let ofm_elems = w.saturating_mul(d);
         let macs = ofm_elems.saturating_mul(k);
-        for (what, n, limit) in [
+        within_limits(&[
             (
                 "OFM elements of one operation",
                 ofm_elems,
@@ -1258,15 +1249,7 @@ impl VirtualU85 {
                 self.limits.max_elements,
             ),
             ("MACs of one operation", macs, self.limits.max_op_macs),
-        ] {
-            if n > limit {
-                return Err(SimErrorKind::LimitExceeded {
-                    what,
-                    requested: n,
-                    limit,
-                });
-            }
-        }
+        ])?;
         let (a, read) = self.load(FmKind::Ifm, &ifm, mem, (1, w, k), Access::IfmRead)?;
         st.read(ifm.region, read);
         let (b, read) = self.load(FmKind::Ifm2, &ifm2, mem, (1, d, k), Access::Ifm2Read)?;
@@ -1348,18 +1331,18 @@ impl VirtualU85 {
         let (ih, iw) = (c.kernel_height_m1 as u64 + 1, c.kernel_width_m1 as u64 + 1);
         let ofm_elems = h.saturating_mul(w).saturating_mul(d);
         let ifm_elems = ih.saturating_mul(iw).saturating_mul(d);
-        for (what, n) in [
-            ("OFM elements of one operation", ofm_elems),
-            ("IFM elements of one operation", ifm_elems),
-        ] {
-            if n > self.limits.max_elements {
-                return Err(SimErrorKind::LimitExceeded {
-                    what,
-                    requested: n,
-                    limit: self.limits.max_elements,
-                });
-            }
-        }
+        within_limits(&[
+            (
+                "OFM elements of one operation",
+                ofm_elems,
+                self.limits.max_elements,
+            ),
+            (
+                "IFM elements of one operation",
+                ifm_elems,
+                self.limits.max_elements,
+            ),
+        ])?;
         let (vals, read) = self.load(FmKind::Ifm, &ifm, mem, (ih, iw, d), Access::IfmRead)?;
         st.read(ifm.region, read);
         let zp = ifm.zero_point;
@@ -1472,7 +1455,7 @@ impl VirtualU85 {
             .saturating_mul(kh * kw)
             .saturating_mul(if depthwise { 1 } else { ifm_d });
         let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(ifm_d);
-        for (what, n, limit) in [
+        within_limits(&[
             (
                 "OFM elements of one operation",
                 ofm_elems,
@@ -1484,15 +1467,7 @@ impl VirtualU85 {
                 self.limits.max_elements,
             ),
             ("MACs of one operation", macs_op, self.limits.max_op_macs),
-        ] {
-            if n > limit {
-                return Err(SimErrorKind::LimitExceeded {
-                    what,
-                    requested: n,
-                    limit,
-                });
-            }
-        }
+        ])?;
         // Weight streams: one per core (SWD) or one (FWD), each in the weight region.
         geom.validate().map_err(SimErrorKind::Weights)?;
         let wregion = s.p(Cmd0::SET_WEIGHT_REGION) & 7;
@@ -1511,13 +1486,11 @@ impl VirtualU85 {
         }
         let ohwi = geom.ohwi_len().map_err(SimErrorKind::Weights)?;
         // The weight volume is allocated: bound it as feature maps are.
-        if ohwi as u64 > self.limits.max_elements {
-            return Err(SimErrorKind::LimitExceeded {
-                what: "weights of one operation",
-                requested: ohwi as u64,
-                limit: self.limits.max_elements,
-            });
-        }
+        within_limits(&[(
+            "weights of one operation",
+            ohwi as u64,
+            self.limits.max_elements,
+        )])?;
         let mut weights = vec![0i16; ohwi];
         decode_weights_u85(&streams, &geom, &mut weights).map_err(SimErrorKind::Weights)?;
         let sregion = (s.p(Cmd0::SET_SCALE_REGION) & 7) as u8;

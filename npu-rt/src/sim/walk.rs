@@ -8,6 +8,7 @@
 //! [`Limits::max_run_work`]. This module holds that structure; a simulator supplies its
 //! command set and what it does with each command through [`Machine`].
 
+use crate::sim::within_limits;
 use std::vec::Vec;
 
 use crate::ethos_u::cop::{self, Cop1};
@@ -153,12 +154,6 @@ pub(crate) fn account(
         .saturating_add(st.dma_bytes);
     *work = work.saturating_add(op_work);
     stats.push(st);
-    if *work > limits.max_run_work {
-        return Err(SimErrorKind::LimitExceeded {
-            what: "work of one run",
-            requested: *work,
-            limit: limits.max_run_work,
-        });
-    }
+    within_limits(&[("work of one run", *work, limits.max_run_work)])?;
     Ok(())
 }

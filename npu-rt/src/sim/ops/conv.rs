@@ -5,6 +5,7 @@
 //! configurations, interleaved channels). Each output is
 //! `scale(sum((ifm - ifm_zp) * w) + bias, multiplier, shift)` followed by the output stage.
 
+use crate::sim::within_limits;
 use std::vec;
 use std::vec::Vec;
 
@@ -229,7 +230,7 @@ impl Sizes {
         let padded = (g.up_h + g.pad_top + s.pad[3] as u64)
             .saturating_mul(g.up_w + g.pad_left + s.pad[2] as u64)
             .saturating_mul(ic);
-        for (what, n, limit) in [
+        within_limits(&[
             (
                 "OFM elements of one operation",
                 ofm_elems,
@@ -241,15 +242,7 @@ impl Sizes {
                 limits.max_elements,
             ),
             ("MACs of one operation", macs, limits.max_macs),
-        ] {
-            if n > limit {
-                return Err(SimErrorKind::LimitExceeded {
-                    what,
-                    requested: n,
-                    limit,
-                });
-            }
-        }
+        ])?;
         Ok(Sizes {
             kh,
             kw,

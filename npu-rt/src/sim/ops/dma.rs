@@ -4,6 +4,7 @@
 //! are reported as unsupported rather than guessed.
 
 use crate::ethos_u::regs::{DmaRegion, DmaRegionMode, DmaStrideMode};
+use crate::sim::within_limits;
 
 use super::super::error::{Access, SimErrorKind};
 use super::super::memory::Regions;
@@ -38,13 +39,7 @@ pub(crate) fn run(
         }
     }
     let len = s.dma_len;
-    if len > max_bytes {
-        return Err(SimErrorKind::LimitExceeded {
-            what: "DMA length",
-            requested: len,
-            limit: max_bytes,
-        });
-    }
+    within_limits(&[("DMA length", len, max_bytes)])?;
     let shram_oob = |addr: u64, size: usize| SimErrorKind::ShramOutOfBounds {
         addr,
         len,

@@ -14,6 +14,7 @@
 //!   `left_shift` of 20/15 puts it. (Checked on Vela 5.2.0 streams of int8 Adds with input
 //!   scale ratios 0.1 and 0.3: bit-exact with TFLite; a unit scale at the OPA shift is not.)
 
+use crate::sim::within_limits;
 use std::vec::Vec;
 
 use crate::ethos_u::regs::{
@@ -42,13 +43,7 @@ pub(crate) fn run(
 ) -> Result<(), SimErrorKind> {
     let (h, w, d) = ofm_dims(s);
     let n = h * w * d;
-    if n > max_elements {
-        return Err(SimErrorKind::LimitExceeded {
-            what: "OFM elements of one operation",
-            requested: n,
-            limit: max_elements,
-        });
-    }
+    within_limits(&[("OFM elements of one operation", n, max_elements)])?;
     let ifm = FeatureMap::new(&s.ifm, FmKind::Ifm)?;
     let ofm = FeatureMap::new(&s.ofm, FmKind::Ofm)?;
     let out = OutputStage::new(s, &ofm, shram, lut_base)?;

@@ -5,6 +5,7 @@
 //! it divides by the number of valid positions, rounding half away from zero. REDUCE_SUM sums
 //! the window and, when the OFM has depth 1, every IFM channel.
 
+use crate::sim::within_limits;
 use std::vec::Vec;
 
 use crate::ethos_u::regs::{AccFormat, OfmScaleMode, PoolingMode};
@@ -118,19 +119,11 @@ pub(crate) fn run(
         .saturating_mul(g.kh.saturating_mul(g.kw))
         .saturating_mul(if sum_channels { ifm_d } else { 1 });
     let ifm_elems = g.ifm_h.saturating_mul(g.ifm_w).saturating_mul(ifm_d);
-    for (what, n) in [
-        ("OFM elements of one operation", ofm_elems),
-        ("IFM elements of one operation", ifm_elems),
-        ("pooling work of one operation", work),
-    ] {
-        if n > max_elements {
-            return Err(SimErrorKind::LimitExceeded {
-                what,
-                requested: n,
-                limit: max_elements,
-            });
-        }
-    }
+    within_limits(&[
+        ("OFM elements of one operation", ofm_elems, max_elements),
+        ("IFM elements of one operation", ifm_elems, max_elements),
+        ("pooling work of one operation", work, max_elements),
+    ])?;
     let (vals, read) = ifm.gather(mem, g.ifm_h, g.ifm_w, ifm_d, Access::IfmRead)?;
     st.read(ifm.region, read);
     let zp = ifm.zero_point;
