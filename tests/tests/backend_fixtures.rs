@@ -363,17 +363,21 @@ fn mv2_weight_copies_start_early_enough_that_the_npu_does_not_wait() {
     assert!(stalls <= 2_000, "{stalls} stall cycles of {total}");
     // Some copies run during more than the operation before their reader: issued one
     // operation ahead, a weight DMA_START is followed by its reader's registers, its
-    // DMA_WAIT and kernel; issued further ahead, other operations' kernels come between.
+    // DMA_WAIT and kernel; issued further ahead (led copies, prefetched pieces), other
+    // operations' kernels come between. A DMA_WAIT k retires the oldest DMAs until k are
+    // left; each retired DMA counts the kernels issued since it started.
     use npu_build::ethos_u::perf::stream::{Event, decode};
     let mut led = 0;
-    let mut kernels_since_dma: Option<usize> = None;
+    let mut outstanding: std::collections::VecDeque<usize> = Default::default();
     for event in decode(&compiled.command_stream).expect("decode") {
         match event {
-            Event::Dma(_) => kernels_since_dma = Some(0),
-            Event::Op(_) => kernels_since_dma = kernels_since_dma.map(|k| k + 1),
-            Event::DmaWait(_) => {
-                led += usize::from(kernels_since_dma.is_some_and(|k| k >= 1));
-                kernels_since_dma = None;
+            Event::Dma(_) => outstanding.push_back(0),
+            Event::Op(_) => outstanding.iter_mut().for_each(|k| *k += 1),
+            Event::DmaWait(k) => {
+                while outstanding.len() > usize::from(k) {
+                    let kernels = outstanding.pop_front().unwrap_or(0);
+                    led += usize::from(kernels >= 1);
+                }
             }
             Event::KernelWait(_) => {}
         }

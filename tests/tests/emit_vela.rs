@@ -203,7 +203,7 @@ fn streams(cores: &[(u64, u64, u64, u64)]) -> WeightStreams {
                 scale_len: sl,
             })
             .collect(),
-        dma: None,
+        dma: Vec::new(),
     }
 }
 
@@ -914,7 +914,7 @@ fn read_ops(fixture: &str, accel: &AcceleratorConfig) -> Vec<RegOp> {
             WeightStreams {
                 region: r0(Cmd0::SET_WEIGHT_REGION) as u8,
                 cores,
-                dma: None,
+                dma: Vec::new(),
             }
         });
         let acc = AccFormat::from_bits(r0(Cmd0::SET_ACC_FORMAT) as u8).unwrap();

@@ -486,7 +486,85 @@ impl Fixed<'_> {
         } else {
             (vec![None; program.ops.len()], 0)
         };
-        let layout = Schedule {
+        let first_new = program.buffers.len();
+        let layout = self.layout(program, &copies);
+        let ro = self.ro;
+        let n = program.ops.len();
+        let mut laid = layout.run(timeline, &vec![1; n], &[], ro.clone())?;
+        let Some(target) = &options.timing else {
+            return Ok((laid, u64::MAX));
+        };
+        let mut led_timeline = timeline.to_vec();
+        let mut leads = vec![1; n];
+        if copies.iter().any(Option::is_some)
+            && let Some((better, t, l)) =
+                super::copy_lead::lead_copies(&layout, timeline, &laid, target, copy_limit, ro)?
+        {
+            laid = better;
+            led_timeline = t;
+            leads = l;
+        }
+        let mut cycles = super::copy_lead::total_cycles(&laid, target)?;
+        if !weight_dma {
+            return Ok((laid, cycles));
+        }
+        // Weights of memory-bound readers prefetched during earlier operations, in rounds
+        // (each plans on the estimate of the last), while the estimate drops.
+        let mut copies = copies;
+        let mut split: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+        for _ in 0..PREFETCH_ROUNDS {
+            let layout = self.layout(program, &copies);
+            let plan = super::prefetch::plan(&layout, &led_timeline, &laid, target, copy_limit)?;
+            if plan.is_empty() {
+                break;
+            }
+            let (mut p2, mut c2, mut t2, mut s2) = (
+                program.clone(),
+                copies.clone(),
+                led_timeline.clone(),
+                split.clone(),
+            );
+            for f in plan {
+                let id = BufferId(p2.buffers.len());
+                p2.buffers.push(super::npu_op::Buffer {
+                    name: format!("weights of {}", p2.ops[f.reader].name),
+                    size: f.len as usize,
+                    kind: BufferKind::Arena,
+                    io: None,
+                });
+                c2[f.reader] = Some(id);
+                s2[f.reader] = f.pieces;
+                for p in f.live {
+                    t2[p].push(id);
+                }
+            }
+            let trial = self.layout(&p2, &c2).run(&t2, &leads, &s2, ro.clone())?;
+            let trial_cycles = super::copy_lead::total_cycles(&trial, target)?;
+            if trial_cycles >= cycles {
+                break;
+            }
+            *program = p2;
+            copies = c2;
+            led_timeline = t2;
+            split = s2;
+            laid = trial;
+            cycles = trial_cycles;
+        }
+        // The caller's timeline gets the prefetched copies' uses (the program has their
+        // buffers now).
+        for (mine, led) in timeline.iter_mut().zip(&led_timeline) {
+            for &b in led {
+                if b.index() >= first_new && !mine.contains(&b) {
+                    mine.push(b);
+                }
+            }
+        }
+        Ok((laid, cycles))
+    }
+
+    fn layout<'p>(&'p self, program: &'p Program, copies: &'p [Option<BufferId>]) -> Schedule<'p> {
+        let options = self.options;
+        Schedule {
             graph: self.graph,
             accel: self.accel,
             assignment: self.assignment,
@@ -497,24 +575,14 @@ impl Fixed<'_> {
             fast_budget: options.fast_scratch.filter(|_| !options.keep_intermediates),
             pinned: self.pinned,
             weights: self.weights,
-            copies: &copies,
+            copies,
             pieces: self.pieces,
-        };
-        let ro = self.ro;
-        let mut laid = layout.run(timeline, &vec![1; program.ops.len()], ro.clone())?;
-        let Some(target) = &options.timing else {
-            return Ok((laid, u64::MAX));
-        };
-        if copies.iter().any(Option::is_some)
-            && let Some(better) =
-                super::copy_lead::lead_copies(&layout, timeline, &laid, target, copy_limit, ro)?
-        {
-            laid = better;
         }
-        let cycles = super::copy_lead::total_cycles(&laid, target)?;
-        Ok((laid, cycles))
     }
 }
+
+/// Rounds of weight prefetch planning (each on the estimate of the schedule the last made).
+const PREFETCH_ROUNDS: usize = 3;
 
 /// What stays fixed while buffers are placed and streams emitted: the lowered program, its
 /// weight streams and which of them are copied into the arena.
@@ -530,7 +598,8 @@ pub(super) struct Schedule<'a> {
     pinned: &'a std::collections::HashSet<BufferId>,
     weights: &'a [Option<WeightStreams>],
     pub copies: &'a [Option<BufferId>],
-    pieces: &'a [Option<(u64, u64)>],
+    /// Per operation: its weight streams' (read-only address, bytes).
+    pub pieces: &'a [Option<(u64, u64)>],
 }
 
 /// Buffers placed and the model's steps emitted.
@@ -548,6 +617,7 @@ impl Schedule<'_> {
         &self,
         timeline: &[Vec<BufferId>],
         leads: &[usize],
+        split: &[Vec<(usize, u64)>],
         mut ro: ReadOnly,
     ) -> Result<Laid> {
         let places = place_buffers(
@@ -565,6 +635,7 @@ impl Schedule<'_> {
             self.copies,
             self.pieces,
             leads,
+            split,
             &places.buffers,
         );
         let placement = Placement {
@@ -589,31 +660,49 @@ impl Schedule<'_> {
     }
 }
 
-/// Points the weight streams of operations whose weights are copied into the arena (or the fast
-/// scratch) at the copy, and records the DMA that makes it.
+/// Points the weight streams of operations whose weight streams are copied into the arena (or
+/// the fast scratch) at the copy, and records the DMAs that make it: one issued `leads[op]`
+/// operations ahead, or the pieces `split[op]` lists (lead, bytes), in byte order.
 fn redirect_to_copies(
     weights: &mut [Option<WeightStreams>],
     copies: &[Option<BufferId>],
     pieces: &[Option<(u64, u64)>],
     leads: &[usize],
+    split: &[Vec<(usize, u64)>],
     buffers: &[(u8, u64)],
 ) {
-    for (((w, copy), piece), &lead) in weights.iter_mut().zip(copies).zip(pieces).zip(leads) {
-        if let (Some(w), Some(b), Some((src, len))) = (w.as_mut(), copy, piece) {
-            let (region, dst) = buffers[b.index()];
-            for c in &mut w.cores {
-                c.weight_addr = c.weight_addr - src + dst;
-                c.scale_addr = c.scale_addr - src + dst;
-            }
-            // The arena, or the fast scratch (the SRAM) where the arena is DRAM.
-            w.region = region;
-            w.dma = Some(WeightDma {
-                src: *src,
-                dst,
-                len: *len,
-                lead,
-            });
+    for (j, w) in weights.iter_mut().enumerate() {
+        let (Some(w), Some(Some(b)), Some(Some((src, len)))) =
+            (w.as_mut(), copies.get(j), pieces.get(j))
+        else {
+            continue;
+        };
+        let (region, dst) = buffers[b.index()];
+        for c in &mut w.cores {
+            c.weight_addr = c.weight_addr - src + dst;
+            c.scale_addr = c.scale_addr - src + dst;
         }
+        // The arena, or the fast scratch (the SRAM) where the arena is DRAM.
+        w.region = region;
+        let whole = [(leads.get(j).copied().unwrap_or(1), *len)];
+        let parts = match split.get(j) {
+            Some(p) if !p.is_empty() => p.as_slice(),
+            _ => &whole,
+        };
+        let mut at = 0;
+        w.dma = parts
+            .iter()
+            .map(|&(lead, bytes)| {
+                let piece = WeightDma {
+                    src: src + at,
+                    dst: dst + at,
+                    len: bytes,
+                    lead,
+                };
+                at += bytes;
+                piece
+            })
+            .collect();
     }
 }
 
@@ -872,7 +961,7 @@ fn encode_weights(
             .ok_or_else(|| op_error(op, "weight encoding produced no stream"))?;
         out.push(Some(WeightStreams {
             region: REGION_CONST,
-            dma: None,
+            dma: Vec::new(),
             cores: stripe
                 .cores
                 .iter()

@@ -41,6 +41,10 @@ struct Timing {
     total: u64,
 }
 
+/// A schedule with its copies led: the steps, the buffers' uses with the copies' longer lives,
+/// and each operation's copy lead.
+pub(super) type Led = (Laid, Vec<Vec<BufferId>>, Vec<usize>);
+
 /// Re-emits with weight copies issued further ahead where the first schedule (`first`) makes
 /// the NPU wait for them, keeping the arena within `limit` (or the first schedule's arena, if
 /// larger). `None` when no copy waits, nothing could start earlier, or the result is no faster.
@@ -51,7 +55,7 @@ pub(super) fn lead_copies(
     target: &Target,
     limit: usize,
     ro: &ReadOnly,
-) -> Result<Option<Laid>> {
+) -> Result<Option<Led>> {
     let Some(timing) = timing(layout, first, target)? else {
         return Ok(None);
     };
@@ -123,9 +127,9 @@ pub(super) fn lead_copies(
     if !changed {
         return Ok(None);
     }
-    let trial = layout.run(&timeline, &leads, ro.clone())?;
+    let trial = layout.run(&timeline, &leads, &[], ro.clone())?;
     let total = total_cycles(&trial, target)?;
-    Ok((total < timing.total).then_some(trial))
+    Ok((total < timing.total).then_some((trial, timeline, leads)))
 }
 
 /// The estimates of each NPU step of `laid`, with the program operations each covers.
@@ -182,24 +186,41 @@ fn timing(layout: &Schedule<'_>, first: &Laid, target: &Target) -> Result<Option
 }
 
 /// The operations of `ops` (one command stream of `laid`, estimated as `est`) whose weights are
-/// copied, each with its copy's transfer cycles: the stream's weight DMAs (not LUT loads) are
-/// the copies, in operation order. `None` if the counts disagree.
+/// copied, each with its copy's transfer cycles (all its pieces): the stream's weight DMAs (not
+/// LUT loads) are the copies' pieces in the order they are issued. `None` if the counts
+/// disagree.
 pub(super) fn copy_transfers(
     laid: &Laid,
     ops: std::ops::Range<usize>,
     est: &Estimate,
 ) -> Option<Vec<(usize, u64)>> {
-    let copied: Vec<usize> = ops
-        .filter(|&j| {
-            let w = laid.placement.weights.get(j).and_then(|w| w.as_ref());
-            w.is_some_and(|w| w.dma.is_some())
-        })
-        .collect();
+    // (issued before operation, reader, piece): the emission order of the pieces.
+    let mut issued: Vec<(usize, usize, usize)> = Vec::new();
+    for j in ops {
+        let Some(w) = laid.placement.weights.get(j).and_then(|w| w.as_ref()) else {
+            continue;
+        };
+        for (piece, dma) in w.dma.iter().enumerate() {
+            issued.push(((j + 1).saturating_sub(dma.lead.max(1)), j, piece));
+        }
+    }
+    issued.sort_unstable();
     let dmas: Vec<u64> = est
         .dmas
         .iter()
         .filter(|d| !d.lut)
         .map(|d| d.end - d.start)
         .collect();
-    (copied.len() == dmas.len()).then(|| copied.into_iter().zip(dmas).collect())
+    if issued.len() != dmas.len() {
+        return None;
+    }
+    let mut per_op: Vec<(usize, u64)> = Vec::new();
+    for ((_, j, _), cycles) in issued.into_iter().zip(dmas) {
+        match per_op.iter_mut().find(|(x, _)| *x == j) {
+            Some((_, c)) => *c += cycles,
+            None => per_op.push((j, cycles)),
+        }
+    }
+    per_op.sort_unstable();
+    Some(per_op)
 }

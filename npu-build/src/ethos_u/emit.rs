@@ -100,9 +100,10 @@ pub fn emit(
     let mut prev: Option<Producer<'_>> = None;
     for (index, op) in program.ops.iter().enumerate() {
         // Weight copies first: they run while the operations before this one compute.
-        for &j in &issue[index] {
-            let w = placement.weights[j].as_ref();
-            if let Some((w, dma)) = w.and_then(|w| Some((w, w.dma?))) {
+        for &(j, piece) in &issue[index] {
+            if let Some(w) = placement.weights[j].as_ref()
+                && let Some(&dma) = w.dma.get(piece)
+            {
                 e.weight_dma(&e.ctx(j, &program.ops[j]), dma, w.region)?;
             }
         }
@@ -112,21 +113,22 @@ pub fn emit(
     Ok(e.w.words)
 }
 
-/// For each operation, the operations (in order) whose weight copy is issued just before its
-/// registers: `lead` operations ahead of the one that reads the copy.
-fn copy_issue_points(program: &Program, placement: &Placement) -> Result<Vec<Vec<usize>>> {
+/// For each operation, the weight-copy DMAs (reading operation, piece) issued just before its
+/// registers, in the order of their readers: each `lead` operations ahead of the one that
+/// reads it.
+fn copy_issue_points(program: &Program, placement: &Placement) -> Result<Vec<Vec<(usize, usize)>>> {
     let mut issue = vec![Vec::new(); program.ops.len()];
     for (j, w) in placement.weights.iter().enumerate().take(program.ops.len()) {
-        let Some(dma) = w.as_ref().and_then(|w| w.dma) else {
-            continue;
-        };
-        let at = (j + 1).checked_sub(dma.lead.max(1)).ok_or_else(|| {
-            Error::Internal(format!(
-                "op {j} '{}': its weight copy leads by {} operations, more than precede it",
-                program.ops[j].name, dma.lead
-            ))
-        })?;
-        issue[at].push(j);
+        let Some(w) = w else { continue };
+        for (piece, dma) in w.dma.iter().enumerate() {
+            let at = (j + 1).checked_sub(dma.lead.max(1)).ok_or_else(|| {
+                Error::Internal(format!(
+                    "op {j} '{}': its weight copy leads by {} operations, more than precede it",
+                    program.ops[j].name, dma.lead
+                ))
+            })?;
+            issue[at].push((j, piece));
+        }
     }
     Ok(issue)
 }

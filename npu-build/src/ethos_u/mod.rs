@@ -21,6 +21,7 @@ pub mod lower;
 pub mod npu_op;
 pub mod partition;
 pub mod perf;
+mod prefetch;
 mod stripe;
 pub mod weights;
 

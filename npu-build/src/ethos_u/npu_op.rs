@@ -651,12 +651,15 @@ pub struct WeightStreams {
     /// Region holding the streams (0: read-only; the arena for a DMA'd copy).
     pub region: u8,
     pub cores: Vec<CoreStreams>,
-    /// Set when the streams are a copy in the arena that a DMA makes from the read-only region
-    /// before the operation (issued after the previous operation starts, so the two overlap).
-    pub dma: Option<WeightDma>,
+    /// Set when the streams are a copy in the arena that DMAs make from the read-only region
+    /// before the operation (issued while earlier operations compute, so the two overlap): the
+    /// copy's pieces in byte order, usually one; a copy prefetched over many operations
+    /// (`prefetch`) is made in pieces sized to the DMA time each operation leaves free.
+    pub dma: Vec<WeightDma>,
 }
 
-/// A weight-stream DMA: `len` bytes from read-only address `src` to arena address `dst`.
+/// A weight-stream DMA (or one piece of it): `len` bytes from read-only address `src` to arena
+/// address `dst`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WeightDma {
     pub src: u64,
