@@ -2,12 +2,9 @@
 //!
 //! Every feature map that is not a view of another lives in the arena (region 1) from the step
 //! that writes it to the last step that reads it. Buffers whose lifetimes overlap must not share
-//! bytes; the others may. Placement is greedy (each buffer at the lowest offset that fits among
-//! the already placed buffers it overlaps in time) in a few orders, keeping the smallest arena:
-//! largest first, which is what TFLite Micro's planner does and is close to optimal on
-//! chain-like networks, and two orders that do better where long-lived buffers (weight copies
-//! prefetched over many operations) sit beside short ones: by size times lifetime, and by
-//! first step.
+//! bytes; the others may. Placement is greedy by size (largest first, each at the lowest offset
+//! that fits among the already placed buffers it overlaps in time), which is what TFLite Micro's
+//! planner does and is close to optimal on chain-like networks.
 
 /// One buffer to place.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,42 +41,20 @@ pub struct Plan {
 /// ```
 pub fn plan(buffers: &[Buffer], align: usize) -> Plan {
     debug_assert!(align.is_power_of_two());
-    let by_size = |a: usize, b: usize| {
+    let round = |x: usize| x.div_ceil(align) * align;
+    let mut order: Vec<usize> = (0..buffers.len()).collect();
+    // Largest first; ties by earlier start so the result is deterministic.
+    order.sort_by(|&a, &b| {
         buffers[b]
             .size
             .cmp(&buffers[a].size)
             .then(buffers[a].first.cmp(&buffers[b].first))
             .then(a.cmp(&b))
-    };
-    let area =
-        |i: usize| buffers[i].size as u128 * (buffers[i].last - buffers[i].first + 1) as u128;
-    let orders: [&dyn Fn(usize, usize) -> std::cmp::Ordering; 3] = [
-        &by_size,
-        &|a, b| area(b).cmp(&area(a)).then(by_size(a, b)),
-        &|a, b| buffers[a].first.cmp(&buffers[b].first).then(by_size(a, b)),
-    ];
-    let mut best: Option<Plan> = None;
-    for cmp in orders {
-        let mut order: Vec<usize> = (0..buffers.len()).collect();
-        order.sort_by(|&a, &b| cmp(a, b));
-        let p = place_in_order(buffers, align, &order);
-        if best.as_ref().is_none_or(|b| p.size < b.size) {
-            best = Some(p);
-        }
-    }
-    best.unwrap_or(Plan {
-        offsets: Vec::new(),
-        size: 0,
-    })
-}
-
-/// Places `buffers` greedily in `order`, each at the lowest offset that fits.
-fn place_in_order(buffers: &[Buffer], align: usize, order: &[usize]) -> Plan {
-    let round = |x: usize| x.div_ceil(align) * align;
+    });
     let mut offsets = vec![0usize; buffers.len()];
     let mut placed: Vec<usize> = Vec::with_capacity(buffers.len());
     let mut total = 0usize;
-    for &i in order {
+    for &i in &order {
         let b = &buffers[i];
         if b.size == 0 {
             offsets[i] = 0;

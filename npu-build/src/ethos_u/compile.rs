@@ -567,7 +567,10 @@ impl Fixed<'_> {
             }
             let trial = self.layout(&p2, &c2).run(&t2, &leads, &s2, ro.clone())?;
             let trial_cycles = super::copy_lead::total_cycles(&trial, target)?;
-            if trial_cycles >= cycles {
+            // The plan checks the arena on the buffers' lives; placement (in-place outputs,
+            // rolling buffers) can end higher: the arena may not grow past the allowance.
+            let arena = |l: &Laid| l.places.arena_size;
+            if trial_cycles >= cycles || arena(&trial) > arena(&laid).max(copy_limit) {
                 break;
             }
             *program = p2;
