@@ -733,3 +733,17 @@ fn stateful_fixtures_carry_their_state_on_every_target() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Found by `NPU_WIDE_SWEEPS=1 NPU_BUDGET_SEED=12345`: mv2_224 on ethos-u55-32 under a budget
+/// of 788,387 bytes fits, but the virtual NPU's hazard checker stops it: a weight copy's
+/// DMA_START (byte 0x19c8) writes arena bytes 0xa36f0..0xa4280 that the NPU operation at byte
+/// 0x1904, still in flight, reads. Also at 888,758 (ethos-u55-32), 836,432 (ethos-u55-64),
+/// 833,539 and 863,094 (the U65s with Shared_Sram). Ignored until the weight-copy scheduling
+/// waits for that reader: `cargo test --release -p npu-tests --test backend_fixtures --
+/// --ignored mv2_weight_copy`.
+#[test]
+#[ignore = "known hazard: a weight copy overwrites arena bytes an operation in flight reads"]
+fn mv2_weight_copy_under_a_budget_waits_for_the_reader_of_its_bytes() {
+    let graph = load("mv2_224", "tflite").expect("import");
+    check_budget(&graph, "mv2_224", "ethos-u55-32", 788_387).unwrap_or_else(|f| panic!("{f}"));
+}
