@@ -3,7 +3,11 @@
 //! configurations and run on the virtual NPU, must reproduce TFLite's reference output
 //! (`io/output_0.npy`) byte for byte.
 
-use npu_build::ethos_u::{CompileOptions, compile_with};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use npu_build::ethos_u::{CompileOptions, Compiled, compile_with};
+use npu_build::ir::Graph;
 use npu_build::target::Target;
 use npu_tests::{
     differences, fixture_inputs, fixture_output, fixture_outputs, fixtures_dir, tflite_fixtures,
@@ -17,6 +21,21 @@ const ALL_TARGETS: [&str; 6] = [
     "ethos-u65-256",
     "ethos-u65-512",
 ];
+
+/// The U65s with Vela's `Shared_Sram` memory mode (the arena in SRAM, weights in DRAM) rather
+/// than their default `Dedicated_Sram` (feature maps in an SRAM fast scratch, the arena in
+/// DRAM, where it holds only inputs and outputs): there an arena budget stripes, as on the
+/// U55s, through the U65s' command set.
+const U65_SHARED_SRAM: [&str; 2] = ["ethos-u65-256+Shared_Sram", "ethos-u65-512+Shared_Sram"];
+
+/// `accelerator` (its default system and memory mode) or `accelerator+Memory_Mode`.
+fn target_of(spec: &str) -> Target {
+    let (accelerator, mode) = match spec.split_once('+') {
+        Some((a, m)) => (a, Some(m)),
+        None => (spec, None),
+    };
+    Target::new(accelerator, None, mode).expect("known target")
+}
 
 /// Compiles `model.ext` for `target`, runs case `k` on the simulator; returns a failure message.
 fn run_case(model: &str, ext: &str, target: &str, k: usize) -> Option<String> {
@@ -42,28 +61,43 @@ fn run_case_arena(
     k: usize,
     tweak: impl Fn(&mut CompileOptions),
 ) -> Result<usize, String> {
+    let graph = load(model, ext)?;
+    let compiled = compile_case(&graph, target, tweak)
+        .map_err(|e| format!("{model}.{ext} on {target}: compile: {e}"))?;
+    check_outputs(&compiled, model, &format!("{model}.{ext} on {target}"), k)?;
+    Ok(compiled.arena_size)
+}
+
+/// Imports `fixtures/<model>/<model>.<ext>`.
+fn load(model: &str, ext: &str) -> Result<Graph, String> {
     let path = fixtures_dir().join(model).join(format!("{model}.{ext}"));
-    let graph = match npu_build::import::load(&path) {
-        Ok(g) => g,
-        Err(e) => return Err(format!("{model}.{ext}: import: {e}")),
-    };
-    let t = Target::for_accelerator(target).expect("known target");
+    npu_build::import::load(&path).map_err(|e| format!("{model}.{ext}: import: {e}"))
+}
+
+/// Compiles `graph` for `target` with the target's default options changed by `tweak`.
+fn compile_case(
+    graph: &Graph,
+    target: &str,
+    tweak: impl Fn(&mut CompileOptions),
+) -> npu_build::Result<Compiled> {
+    let t = target_of(target);
     // The target's defaults: on the U65s (Dedicated_Sram) the intermediate feature maps go to
     // the fast scratch (region 2), on the U55s (Shared_Sram) weights are copied into the arena.
     let mut options = CompileOptions::for_target(&t);
     tweak(&mut options);
-    let compiled = match compile_with(&graph, t.accelerator, &options) {
-        Ok(c) => c,
-        Err(e) => return Err(format!("{model}.{ext} on {target}: compile: {e}")),
-    };
-    let (outputs, _) = match compiled.run_sim(&fixture_inputs(model, k)) {
-        Ok(r) => r,
-        Err(e) => return Err(format!("{model}.{ext} on {target}: run: {e}")),
-    };
+    compile_with(graph, t.accelerator, &options)
+}
+
+/// Runs reference case `k` of `model` on the virtual NPU (`run_sim`: hazard checker on) and
+/// compares every output byte with TFLite's; `what` names the case in the failure message.
+fn check_outputs(compiled: &Compiled, model: &str, what: &str, k: usize) -> Result<(), String> {
+    let (outputs, _) = compiled
+        .run_sim(&fixture_inputs(model, k))
+        .map_err(|e| format!("{what}: run: {e}"))?;
     let want = fixture_outputs(model, k);
     if outputs.len() != want.len() {
         return Err(format!(
-            "{model}.{ext} on {target}: {} outputs, expected {}",
+            "{what}: {} outputs, expected {}",
             outputs.len(),
             want.len()
         ));
@@ -77,13 +111,120 @@ fn run_case_arena(
         .map(|(j, d)| format!("output {j}: {d}"))
         .collect();
     if d.is_empty() {
-        Ok(compiled.arena_size)
+        Ok(())
     } else {
-        Err(format!(
-            "{model}.{ext} on {target} input {k}: {}",
-            d.join("; ")
-        ))
+        Err(format!("{what} input {k}: {}", d.join("; ")))
     }
+}
+
+/// Runs `f` on every item, on as many threads as the machine has (the test harness runs a few
+/// tests at once, but the long ones below would otherwise finish alone on one core); the
+/// results in the items' order.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    results.lock().unwrap()[i] = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.expect("every item ran"))
+        .collect()
+}
+
+/// A model's two ends on a target: its arena in size mode and in performance mode.
+#[derive(Clone, Copy, Debug)]
+struct Ends {
+    size: usize,
+    perf: usize,
+}
+
+/// The reference cases run on a size-mode compilation in [`ends`].
+const SIZE_MODE_INPUTS: usize = 3;
+
+/// [`Ends`] of `model.tflite` on `target`, computed once per test binary (the tests below share
+/// them): the size-mode program checked bit-exact on every reference input
+/// ([`SIZE_MODE_INPUTS`]), the performance-mode one on the first (the other tests run it on
+/// every target too, except mv2_224's).
+fn ends(model: &str, target: &'static str) -> Result<Ends, String> {
+    type Cell = Arc<OnceLock<Result<Ends, String>>>;
+    static CACHE: Mutex<Vec<((String, &str), Cell)>> = Mutex::new(Vec::new());
+    let cell = {
+        let mut cache = CACHE.lock().unwrap();
+        let key = (model.to_string(), target);
+        match cache.iter().find(|(k, _)| *k == key) {
+            Some((_, c)) => c.clone(),
+            None => {
+                let c = Cell::default();
+                cache.push((key, c.clone()));
+                c
+            }
+        }
+    };
+    // Another thread computing the same ends makes this one wait for them.
+    cell.get_or_init(|| {
+        let graph = load(model, "tflite")?;
+        let size = compile_case(&graph, target, |o| o.optimise_size = true)
+            .map_err(|e| format!("{model} on {target}, size mode: compile: {e}"))?;
+        if graph.variables.is_empty() {
+            for k in 0..SIZE_MODE_INPUTS {
+                check_outputs(&size, model, &format!("{model} on {target}, size mode"), k)?;
+            }
+        } else {
+            // A stateful model's reference cases run in order on one arena (see
+            // `stateful_fixtures_carry_their_state_on_every_target`).
+            let runs: Vec<_> = (0..SIZE_MODE_INPUTS)
+                .map(|k| fixture_inputs(model, k))
+                .collect();
+            let outputs = size
+                .run_sim_sequence(&runs)
+                .map_err(|e| format!("{model} on {target}, size mode: run: {e}"))?;
+            for (k, got) in outputs.iter().enumerate() {
+                let d = differences(&got[0], &fixture_outputs(model, k)[0]);
+                if !d.is_empty() {
+                    return Err(format!("{model} on {target}, size mode, input {k}: {d}"));
+                }
+            }
+        }
+        let perf = compile_case(&graph, target, |_| {})
+            .map_err(|e| format!("{model} on {target}: compile: {e}"))?;
+        check_outputs(&perf, model, &format!("{model} on {target}"), 0)?;
+        Ok(Ends {
+            size: size.arena_size,
+            perf: perf.arena_size,
+        })
+    })
+    .clone()
+}
+
+/// Compiles `graph` (fixture `model`) for `target` under `budget`, checks that the arena fits and
+/// the first reference case is bit-exact; returns the arena.
+fn check_budget(graph: &Graph, model: &str, target: &str, budget: usize) -> Result<usize, String> {
+    let what = format!("{model} on {target}, arena_budget {budget}");
+    let compiled = compile_case(graph, target, |o| o.arena_budget = Some(budget))
+        .map_err(|e| format!("{what}: compile: {e}"))?;
+    if compiled.arena_size > budget {
+        return Err(format!(
+            "{what}: arena {} over the budget",
+            compiled.arena_size
+        ));
+    }
+    check_outputs(&compiled, model, &what, 0)?;
+    Ok(compiled.arena_size)
 }
 
 fn check_all(models: &[String], exts: &[&str], targets: &[&str]) {
@@ -146,89 +287,216 @@ fn network_fixtures_from_both_formats_on_every_target() {
 }
 
 /// Every single-operator fixture on every target in size mode (operators lowered to several
-/// NPU operations form chains of their own).
+/// NPU operations form chains of their own), every reference input; and under a budget: where
+/// its size-mode arena is smaller than its performance-mode one, halfway between, else (every
+/// fixture when this was written: one operator gains nothing from striping) equal to the
+/// arena. The arena fits and the output is bit-exact.
 #[test]
-fn single_op_fixtures_in_size_mode_on_every_target() {
-    let mut failures = Vec::new();
-    for model in single_op_fixtures() {
-        for target in ALL_TARGETS {
-            if let Some(f) = run_case_with(&model, "tflite", target, 0, |o| o.optimise_size = true)
-            {
+fn single_op_fixtures_in_size_mode_and_under_a_budget_on_every_target() {
+    let jobs: Vec<(String, &str)> = single_op_fixtures()
+        .into_iter()
+        .flat_map(|m| ALL_TARGETS.map(|t| (m.clone(), t)))
+        .collect();
+    let results = par_map(&jobs, |(model, target)| -> Result<bool, String> {
+        let e = ends(model, target)?;
+        let graph = load(model, "tflite")?;
+        check_budget(
+            &graph,
+            model,
+            target,
+            e.size + e.perf.saturating_sub(e.size) / 2,
+        )?;
+        Ok(e.perf > e.size)
+    });
+    let between = results.iter().filter(|r| matches!(r, Ok(true))).count();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    eprintln!(
+        "{} single-op cases in size mode and under a budget, {between} of them between two \
+         different ends",
+        jobs.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed:\n{failures:#?}",
+        failures.len()
+    );
+}
+
+/// The networks with mv2_224 (`optimise = "size"` and `sram_limit` between the two ends) on every
+/// target, and on the U65s in the `Shared_Sram` memory mode too ([`U65_SHARED_SRAM`]): size mode bit-exact on every reference input; budgets equal to the size-mode arena
+/// and a third and two thirds of the way from it to the performance-mode arena fit and stay
+/// bit-exact (on the virtual NPU, hazard checker on). mv2_224's output is constant; its striped
+/// chains run the same kernels as the others', and `npu-build`'s stripe tests check random data.
+#[test]
+fn networks_in_size_mode_and_under_budgets_on_every_target() {
+    let mut models = network_fixtures();
+    models.push("mv2_224".into());
+    let jobs: Vec<(String, &str)> = models
+        .iter()
+        .flat_map(|m| {
+            ALL_TARGETS
+                .iter()
+                .chain(&U65_SHARED_SRAM)
+                .map(|&t| (m.clone(), t))
+        })
+        .collect();
+    let results = par_map(&jobs, |(model, target)| -> Result<usize, String> {
+        let e = ends(model, target)?;
+        let graph = load(model, "tflite")?;
+        let mut budgets = vec![e.size];
+        if e.perf > e.size {
+            budgets.extend([
+                e.size + (e.perf - e.size) / 3,
+                e.size + 2 * (e.perf - e.size) / 3,
+            ]);
+        }
+        budgets.dedup();
+        let mut failures = Vec::new();
+        for &budget in &budgets {
+            if let Err(f) = check_budget(&graph, model, target, budget) {
                 failures.push(f);
             }
         }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
+        if failures.is_empty() {
+            Ok(budgets.len())
+        } else {
+            Err(failures.join("\n"))
+        }
+    });
+    let checked: usize = results.iter().filter_map(|r| r.as_ref().ok()).sum();
+    let gaps = results.iter().filter(|r| matches!(r, Ok(3))).count();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    eprintln!(
+        "{} network cases in size mode, {checked} budgets checked ({gaps} cases with three)",
+        jobs.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed:\n{failures:#?}",
+        failures.len()
+    );
+    // With the arena in SRAM (the U55s, [`U65_SHARED_SRAM`]) all but the smallest networks
+    // stripe; on the U65s' default Dedicated_Sram the feature maps live in the fast scratch
+    // and both ends are the arena of the inputs and outputs.
+    assert!(gaps >= 20, "only {gaps} cases with a gap between the ends");
 }
 
-/// `optimise = "size"`: the networks with their chains of operations striped for the smallest
-/// arena, every reference case, bit-exact (mv2_224's output is constant; its striped chains
-/// run the same kernels as the others', and `npu-build`'s stripe tests check random data).
+/// A small xorshift generator: the random budgets below without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next() % (hi - lo + 1) as u64) as usize
+    }
+}
+
+/// Random budgets on the real networks: for each network fixture and two targets drawn at
+/// random (of the six and [`U65_SHARED_SRAM`]), budgets drawn between the size-mode and performance-mode arenas fit and stay
+/// bit-exact; one drawn below the size-mode arena is refused with `Error::Budget`, whose
+/// stated need is at least the size-mode arena, and a budget of that need compiles, fits and
+/// stays bit-exact. The seed is printed; `NPU_BUDGET_SEED` replaces it. `NPU_WIDE_SWEEPS=1`
+/// sweeps wider: all eight targets, mv2_224 too, and more budgets per case (several minutes).
 #[test]
-fn networks_striped_for_size_are_bit_exact() {
-    let mut failures = Vec::new();
+fn random_budgets_on_networks_fit_and_stay_bit_exact() {
+    let wide = std::env::var("NPU_WIDE_SWEEPS").is_ok_and(|v| v == "1");
+    let seed = std::env::var("NPU_BUDGET_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x9E37_79B9_7F4A_7C15_u64);
+    eprintln!("random budgets: NPU_BUDGET_SEED={seed} (NPU_WIDE_SWEEPS={wide})");
+    let mut rng = Rng(seed | 1);
     let mut models = network_fixtures();
-    models.push("mv2_224".into());
+    if wide {
+        models.push("mv2_224".into());
+    }
+    let (between, below) = if wide { (6, 3) } else { (2, 1) };
+    // Each job: a model, a target, and the draws in 0..1 (scaled to its ends once known).
+    let mut jobs: Vec<(String, &str, Vec<f64>, Vec<f64>)> = Vec::new();
+    let unit = |rng: &mut Rng| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
     for model in &models {
-        for target in ["ethos-u55-128", "ethos-u55-32"] {
-            if model == "mv2_224" && target != "ethos-u55-128" {
-                continue;
-            }
-            for k in 0..3 {
-                if let Some(f) =
-                    run_case_with(model, "tflite", target, k, |o| o.optimise_size = true)
-                {
-                    failures.push(f);
-                }
-            }
+        let pool: Vec<&'static str> = ALL_TARGETS
+            .iter()
+            .chain(&U65_SHARED_SRAM)
+            .copied()
+            .collect();
+        let targets: Vec<&str> = if wide {
+            pool
+        } else {
+            let a = rng.range(0, pool.len() - 1);
+            let b = (a + rng.range(1, pool.len() - 1)) % pool.len();
+            vec![pool[a], pool[b]]
+        };
+        for target in targets {
+            let up = (0..between).map(|_| unit(&mut rng)).collect();
+            let down = (0..below).map(|_| unit(&mut rng)).collect();
+            jobs.push((model.clone(), target, up, down));
         }
     }
-    assert!(failures.is_empty(), "{failures:#?}");
-}
-
-/// `sram_limit` between the two ends: every network fixture compiled with budgets a third and
-/// two thirds of the way from its size-mode arena to its performance-mode arena, and with the
-/// size-mode arena itself, fits each budget and stays bit-exact (on the virtual NPU, hazard
-/// checker on). Random budgets on a synthetic chain: `npu-build`'s stripe tests.
-#[test]
-fn networks_under_budgets_between_size_and_performance_are_bit_exact() {
-    let mut failures = Vec::new();
-    let mut checked = 0;
-    for model in network_fixtures() {
-        for target in ["ethos-u55-128", "ethos-u55-64"] {
-            let ends = run_case_arena(&model, "tflite", target, 0, |o| o.optimise_size = true)
-                .and_then(|small| {
-                    run_case_arena(&model, "tflite", target, 0, |_| {}).map(|big| (small, big))
-                });
-            let (small, big) = match ends {
-                Ok(e) => e,
-                Err(f) => {
-                    failures.push(f);
-                    continue;
+    let results = par_map(
+        &jobs,
+        |(model, target, up, down)| -> Result<usize, String> {
+            let e = ends(model, target)?;
+            let graph = load(model, "tflite")?;
+            let mut failures = Vec::new();
+            let mut checked = 0;
+            for &u in up {
+                let budget = e.size + ((e.perf.max(e.size) - e.size) as f64 * u) as usize;
+                match check_budget(&graph, model, target, budget) {
+                    Ok(_) => checked += 1,
+                    Err(f) => failures.push(f),
                 }
-            };
-            if big <= small {
-                continue;
             }
-            for budget in [
-                small,
-                small + (big - small) / 3,
-                small + 2 * (big - small) / 3,
-            ] {
-                match run_case_arena(&model, "tflite", target, 0, |o| {
-                    o.arena_budget = Some(budget)
-                }) {
-                    Ok(arena) if arena <= budget => checked += 1,
-                    Ok(arena) => failures.push(format!(
-                        "{model} on {target}: arena {arena} over the budget {budget}"
+            for &u in down {
+                // Between half the size-mode arena and one byte below it.
+                let budget = e.size / 2 + ((e.size - 1 - e.size / 2) as f64 * u) as usize;
+                let what = format!(
+                    "{model} on {target}, arena_budget {budget} (size mode: {})",
+                    e.size
+                );
+                match compile_case(&graph, target, |o| o.arena_budget = Some(budget)) {
+                    Err(npu_build::Error::Budget { needed, limit, .. })
+                        if limit == budget as u64 && needed >= e.size as u64 =>
+                    {
+                        match check_budget(&graph, model, target, needed as usize) {
+                            Ok(_) => checked += 1,
+                            Err(f) => failures.push(format!("{f} (the need stated for {budget})")),
+                        }
+                    }
+                    Err(e) => failures.push(format!("{what}: {e}")),
+                    Ok(c) => failures.push(format!(
+                        "{what}: compiled to an arena of {} bytes below the size-mode arena",
+                        c.arena_size
                     )),
-                    Err(f) => failures.push(format!("budget {budget}: {f}")),
                 }
             }
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
-    assert!(checked >= 10, "only {checked} budgets checked");
+            if failures.is_empty() {
+                Ok(checked)
+            } else {
+                Err(failures.join("\n"))
+            }
+        },
+    );
+    let checked: usize = results.iter().filter_map(|r| r.as_ref().ok()).sum();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    eprintln!(
+        "random budgets: {} model/target pairs, {checked} budgets checked",
+        jobs.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "NPU_BUDGET_SEED={seed}: {} failed:\n{failures:#?}",
+        failures.len()
+    );
 }
 
 #[test]
@@ -468,4 +736,18 @@ fn stateful_fixtures_carry_their_state_on_every_target() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Found by `NPU_WIDE_SWEEPS=1 NPU_BUDGET_SEED=12345`: mv2_224 on ethos-u55-32 under a budget
+/// of 788,387 bytes fits, but the virtual NPU's hazard checker stops it: a weight copy's
+/// DMA_START (byte 0x19c8) writes arena bytes 0xa36f0..0xa4280 that the NPU operation at byte
+/// 0x1904, still in flight, reads. Also at 888,758 (ethos-u55-32), 836,432 (ethos-u55-64),
+/// 833,539 and 863,094 (the U65s with Shared_Sram). Ignored until the weight-copy scheduling
+/// waits for that reader: `cargo test --release -p npu-tests --test backend_fixtures --
+/// --ignored mv2_weight_copy`.
+#[test]
+#[ignore = "known hazard: a weight copy overwrites arena bytes an operation in flight reads"]
+fn mv2_weight_copy_under_a_budget_waits_for_the_reader_of_its_bytes() {
+    let graph = load("mv2_224", "tflite").expect("import");
+    check_budget(&graph, "mv2_224", "ethos-u55-32", 788_387).unwrap_or_else(|f| panic!("{f}"));
 }
