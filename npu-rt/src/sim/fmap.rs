@@ -119,6 +119,16 @@ impl FeatureMap {
         }
     }
 
+    /// The tile holding row `y`, column `x`.
+    fn tile(&self, y: u64, x: u64) -> usize {
+        match (x >= self.width0, y >= self.height1, y >= self.height0) {
+            (true, true, _) => 3,
+            (true, false, _) => 1,
+            (false, _, true) => 2,
+            (false, _, false) => 0,
+        }
+    }
+
     /// Byte address of `(y, x)` for channel brick start `c0` (a multiple of 16 for NHCWB16).
     fn addr(&self, y: u64, x: u64, c0: u64) -> Option<u64> {
         let (mut y, mut x, mut t) = (y, x, 0usize);
@@ -206,9 +216,10 @@ impl FeatureMap {
             .ok_or(SimErrorKind::RegionUnmapped {
                 region: self.region,
             })?;
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let mut bounds = [(u64::MAX, 0u64); 4];
         for y in 0..h {
             for x in 0..w {
+                let (lo, hi) = &mut bounds[self.tile(y, x)];
                 for (c0, count) in self.runs(d) {
                     let len = count * self.elem;
                     let a = self.addr(y, x, c0);
@@ -216,13 +227,16 @@ impl FeatureMap {
                         .and_then(|a| slice(bytes, a, len))
                         .ok_or_else(|| self.oob(y, x, c0, len, bytes.len(), access))?;
                     let a = a.unwrap_or(0);
-                    (lo, hi) = (lo.min(a), hi.max(a + len));
+                    (*lo, *hi) = ((*lo).min(a), (*hi).max(a + len));
                     self.decode_run(run, &mut out);
                 }
             }
         }
-        // The bounding interval, for the hazard checker.
-        mem.record(self.region, lo, hi, false);
+        // The bounding interval of each tile, for the hazard checker (a ring buffer's two
+        // tiles leave rows between them that the operation does not read).
+        for (lo, hi) in bounds {
+            mem.record(self.region, lo, hi, false);
+        }
         Ok((out, n.saturating_mul(self.elem)))
     }
 
@@ -243,21 +257,24 @@ impl FeatureMap {
                 region: self.region,
             })?
             .len();
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let mut bounds = [(u64::MAX, 0u64); 4];
         for y in 0..h {
             for x in 0..w {
+                let (lo, hi) = &mut bounds[self.tile(y, x)];
                 for (c0, count) in self.runs(d) {
                     let len = count * self.elem;
                     match self.addr(y, x, c0) {
                         Some(a) if a.checked_add(len).is_some_and(|e| e <= total as u64) => {
-                            (lo, hi) = (lo.min(a), hi.max(a + len));
+                            (*lo, *hi) = ((*lo).min(a), (*hi).max(a + len));
                         }
                         _ => return Err(self.oob(y, x, c0, len, total, access)),
                     }
                 }
             }
         }
-        mem.record(self.region, lo, hi, true);
+        for (lo, hi) in bounds {
+            mem.record(self.region, lo, hi, true);
+        }
         let bytes = mem.region_bytes_mut(self.region as usize)?;
         let mut next = 0usize;
         for y in 0..h {
@@ -349,5 +366,39 @@ mod tests {
         assert_eq!(f.addr(2, 3, 1), Some(1000 - 352 - 48 + 1));
         // Below address 0 is an error, not a wrap.
         assert_eq!(f.addr(6, 0, 0), None);
+    }
+
+    #[test]
+    fn a_wrapped_box_is_traced_per_tile_not_across_the_rows_between() {
+        // A ring buffer of 8 rows of 4 bytes at 0..32: the box's first row is ring row 7 (tile
+        // 0 at 28), the next two are ring rows 0 and 1 (tile 2 at 0). Rows 2..7 (8..28) are
+        // not read, and the hazard checker must not see them read.
+        let f = FeatureMap {
+            region: 1,
+            base: [28, 0, 0, 0],
+            height0: 1,
+            height1: 3,
+            width0: 4,
+            stride_x: 1,
+            stride_y: 4,
+            stride_c: 0,
+            format: ActivationFormat::Nhwc,
+            elem: 1,
+            signed: true,
+            zero_point: 0,
+        };
+        let mut ring: Vec<u8> = (0..32).collect();
+        let mut mem = Regions::new();
+        mem.set_mut(1, &mut ring);
+        mem.start_trace();
+        let (values, _) = f.gather(&mem, 3, 4, 1, Access::IfmRead).unwrap();
+        assert_eq!(values, [28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7]);
+        let spans: Vec<(u64, u64)> = mem.take_trace().iter().map(|s| (s.start, s.end)).collect();
+        assert_eq!(spans, [(28, 32), (0, 8)]);
+        mem.start_trace();
+        f.scatter(&mut mem, 3, 4, 1, &[0; 12], Access::OfmWrite)
+            .unwrap();
+        let spans: Vec<(u64, u64)> = mem.take_trace().iter().map(|s| (s.start, s.end)).collect();
+        assert_eq!(spans, [(28, 32), (0, 8)]);
     }
 }

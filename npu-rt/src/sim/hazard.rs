@@ -17,8 +17,9 @@
 //! both only read them. Operations overlapping each other are governed by `NPU_SET_BLOCKDEP`
 //! at block granularity, which this checker does not model (the block dependency is checked
 //! where the compiler chooses it). Accesses are tracked per region as byte intervals: the
-//! bounding interval of each feature map, weight, scale or DMA access, which is exact for dense
-//! tensors and conservative for strided ones. The LUT DMA into the shared buffer is not
+//! bounding interval of each feature map tile, weight, scale or DMA access, which is exact for
+//! dense tensors and conservative for strided ones (a box wrapping around a ring buffer is two
+//! tiles: the ring rows between them are not accessed, and may be reused). The LUT DMA into the shared buffer is not
 //! tracked (no region).
 //!
 //! Sources: Vela's `register_command_stream_util.py` (`get_wait_dependency`: outstanding DMA
