@@ -715,8 +715,11 @@ fn redirect_to_copies(
         // The arena, or the fast scratch (the SRAM) where the arena is DRAM.
         w.region = region;
         let whole = [(leads.get(j).copied().unwrap_or(1), *len)];
+        // Pieces that do not add up to the stream would leave weights uncopied: one DMA then.
         let parts = match split.get(j) {
-            Some(p) if !p.is_empty() => p.as_slice(),
+            Some(p) if !p.is_empty() && p.iter().map(|&(_, b)| b).sum::<u64>() == *len => {
+                p.as_slice()
+            }
             _ => &whole,
         };
         let mut at = 0;

@@ -12,10 +12,10 @@
 //! engine a window: its time minus its own reads of the read-only memory (the flash is one
 //! port: a DMA and an operation reading it share its bandwidth, which the estimator does not
 //! model, so the plan does not count on it) minus the DMAs already running during it. The
-//! readers whose time is set by their flash reads are taken in order; each one's copy is cut
-//! into pieces that fill those windows backwards from the reader, one piece per operation,
-//! issued after that operation's kernel command, so no piece holds the command processor
-//! (the Ethos-U55 queues one DMA). The copy lives in the arena from its first piece through
+//! readers whose time is set by their flash reads are taken last first; each one's copy is
+//! cut into pieces that fill those windows backwards from the reader, one piece per
+//! operation, issued after that operation's kernel command, so no piece holds the command
+//! processor (the Ethos-U55 queues one DMA). The copy lives in the arena from its first piece through
 //! the operation after its reader, and is made only where that keeps the arena within the
 //! allowance weight copies have. The streams are then emitted again and estimated; the plan
 //! is kept only if the estimate is lower.
@@ -55,8 +55,9 @@ struct Windows {
     busy: Vec<u64>,
     /// Each operation's time less its own reads of the read-only memory.
     own: Vec<u64>,
-    /// Cycles each operation would take with its weights in the arena, and what it takes now.
+    /// Cycles each operation would take with its weights in the arena.
     with_copy: Vec<u64>,
+    /// Cycles each operation takes now.
     now: Vec<u64>,
 }
 
