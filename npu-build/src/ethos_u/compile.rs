@@ -611,6 +611,27 @@ impl Fixed<'_> {
     }
 }
 
+/// `program`'s buffer table without constant bytes or operations: all the arena planner
+/// looks at, cheap to clone for trial plans.
+pub(super) fn light_program(program: &Program) -> Program {
+    Program {
+        buffers: program
+            .buffers
+            .iter()
+            .map(|b| super::npu_op::Buffer {
+                kind: match b.kind {
+                    BufferKind::Arena => BufferKind::Arena,
+                    BufferKind::Const(_) => BufferKind::Const(Vec::new()),
+                },
+                name: String::new(),
+                ..b.clone()
+            })
+            .collect(),
+        ops: Vec::new(),
+        tensor_places: Vec::new(),
+    }
+}
+
 /// Rounds of weight prefetch planning (each on the estimate of the schedule the last made).
 const PREFETCH_ROUNDS: usize = 3;
 
@@ -1361,23 +1382,7 @@ fn fit_arena(
 ) -> Result<()> {
     const STRIPES: [usize; 9] = [2, 3, 4, 6, 8, 12, 16, 24, 32];
     let t = timeline_of(graph, assignment, program, ranges);
-    // The buffer table without constant bytes: all the arena planner looks at.
-    let light = Program {
-        buffers: program
-            .buffers
-            .iter()
-            .map(|b| super::npu_op::Buffer {
-                kind: match b.kind {
-                    BufferKind::Arena => BufferKind::Arena,
-                    BufferKind::Const(_) => BufferKind::Const(Vec::new()),
-                },
-                name: String::new(),
-                ..b.clone()
-            })
-            .collect(),
-        ops: Vec::new(),
-        tensor_places: Vec::new(),
-    };
+    let light = light_program(program);
     let evaluate = |decisions: &[(Range<usize>, usize)]| -> Result<usize> {
         let mut trial = light.clone();
         let mut tl = t.timeline.clone();

@@ -20,9 +20,9 @@
 //! allowance weight copies have. The streams are then emitted again and estimated; the plan
 //! is kept only if the estimate is lower.
 
-use super::compile::{Laid, Schedule, arena_plan};
+use super::compile::{Laid, Schedule, arena_plan, light_program};
 use super::copy_lead::step_estimates;
-use super::npu_op::{Buffer, BufferId, BufferKind, Program};
+use super::npu_op::{Buffer, BufferId, BufferKind};
 use super::perf::model::{Memories, dma_cost};
 use super::perf::stream::{Dma, DmaEnd};
 use crate::error::Result;
@@ -187,26 +187,6 @@ pub(super) fn plan(
             out.reverse();
             return Ok(out);
         }
-    }
-}
-
-/// The buffer table without constant bytes: all the arena planner looks at.
-fn light_program(program: &Program) -> Program {
-    Program {
-        buffers: program
-            .buffers
-            .iter()
-            .map(|b| Buffer {
-                kind: match b.kind {
-                    BufferKind::Arena => BufferKind::Arena,
-                    BufferKind::Const(_) => BufferKind::Const(Vec::new()),
-                },
-                name: String::new(),
-                ..b.clone()
-            })
-            .collect(),
-        ops: Vec::new(),
-        tensor_places: Vec::new(),
     }
 }
 
