@@ -1166,13 +1166,7 @@ fn hidden_copies(
             let (Some(Some((_, len))), Some(prev)) = (pieces.get(j), est.ops.get(k - 1)) else {
                 continue;
             };
-            let dma = super::perf::stream::Dma {
-                offset: 0,
-                src: super::perf::stream::DmaEnd::Region(0),
-                dst: super::perf::stream::DmaEnd::Region(REGION_FAST),
-                bytes: *len,
-            };
-            let transfer = super::perf::model::dma_cost(&dma, &mems).cycles;
+            let transfer = super::perf::model::weight_copy_cycles(&mems, REGION_FAST, *len);
             hidden[j] = npu_pos[j - 1] + 1 == npu_pos[j] && transfer <= prev.end - prev.start;
         }
     }

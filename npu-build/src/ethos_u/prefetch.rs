@@ -15,16 +15,16 @@
 //! readers whose time is set by their flash reads are taken last first; each one's copy is
 //! cut into pieces that fill those windows backwards from the reader, one piece per
 //! operation, issued after that operation's kernel command, so no piece holds the command
-//! processor (the Ethos-U55 queues one DMA). The copy lives in the arena from its first piece through
-//! the operation after its reader, and is made only where that keeps the arena within the
-//! allowance weight copies have. The streams are then emitted again and estimated; the plan
+//! processor (the Ethos-U55 queues one DMA). The copy lives in the arena from its first piece
+//! through the operation after its reader, and is made only where that keeps the arena within
+//! the allowance weight copies have. The streams are then emitted again and estimated; the plan
 //! is kept only if the estimate is lower.
 
+use super::compile::REGION_ARENA;
 use super::compile::{Laid, Schedule, arena_plan, light_program};
 use super::copy_lead::step_estimates;
 use super::npu_op::{Buffer, BufferId, BufferKind};
-use super::perf::model::{Memories, dma_cost};
-use super::perf::stream::{Dma, DmaEnd};
+use super::perf::model::{Memories, weight_copy_cycles};
 use crate::error::Result;
 use crate::target::Target;
 
@@ -88,15 +88,7 @@ pub(super) fn plan(
         return Ok(Vec::new());
     };
     // Cycles of a DMA of `bytes` from the read-only region into the arena.
-    let transfer = |bytes: u64| {
-        let dma = Dma {
-            offset: 0,
-            src: DmaEnd::Region(0),
-            dst: DmaEnd::Region(1),
-            bytes,
-        };
-        dma_cost(&dma, &mems).cycles
-    };
+    let transfer = |bytes: u64| weight_copy_cycles(&mems, REGION_ARENA, bytes);
     let latency = transfer(0);
     let per_byte = transfer(1 << 20).saturating_sub(latency) as f64 / f64::from(1 << 20);
     if per_byte <= 0.0 {

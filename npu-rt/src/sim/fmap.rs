@@ -131,18 +131,15 @@ impl FeatureMap {
 
     /// Byte address of `(y, x)` for channel brick start `c0` (a multiple of 16 for NHCWB16).
     fn addr(&self, y: u64, x: u64, c0: u64) -> Option<u64> {
-        let (mut y, mut x, mut t) = (y, x, 0usize);
-        if x >= self.width0 {
-            x -= self.width0;
-            t = 1;
-            if y >= self.height1 {
-                y -= self.height1;
-                t = 3;
-            }
-        } else if y >= self.height0 {
-            y -= self.height0;
-            t = 2;
-        }
+        // Coordinates within the tile: tiles 1 and 3 start at column `width0`, tile 2 at row
+        // `height0`, tile 3 at row `height1`.
+        let t = self.tile(y, x);
+        let x = if t & 1 == 1 { x - self.width0 } else { x };
+        let y = match t {
+            2 => y - self.height0,
+            3 => y - self.height1,
+            _ => y,
+        };
         let base = i64::try_from(*self.base.get(t)?).ok()?;
         // Strides are 40-bit two's-complement registers: Vela writes negative ones to mirror
         // (MirrorPad) and reverse the write order (`ofm_stride_multiplier`).

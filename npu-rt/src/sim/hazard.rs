@@ -19,8 +19,8 @@
 //! where the compiler chooses it). Accesses are tracked per region as byte intervals: the
 //! bounding interval of each feature map tile, weight, scale or DMA access, which is exact for
 //! dense tensors and conservative for strided ones (a box wrapping around a ring buffer is two
-//! tiles: the ring rows between them are not accessed, and may be reused). The LUT DMA into the shared buffer is not
-//! tracked (no region).
+//! tiles: the ring rows between them are not accessed, and may be reused). The LUT DMA into
+//! the shared buffer is not tracked (no region).
 //!
 //! Sources: Vela's `register_command_stream_util.py` (`get_wait_dependency`: outstanding DMA
 //! and kernel accesses, queue depths) and regor's `CalcCommandWaits`, which insert the waits

@@ -631,6 +631,17 @@ pub fn op_cost(op: &NpuOperation, accel: &AcceleratorConfig, mems: &Memories) ->
     cost
 }
 
+/// Cycles of a weight copy: a DMA of `bytes` from the read-only region (0) into region `dst`.
+pub fn weight_copy_cycles(mems: &Memories, dst: u8, bytes: u64) -> u64 {
+    let dma = Dma {
+        offset: 0,
+        src: DmaEnd::Region(0),
+        dst: DmaEnd::Region(dst),
+        bytes,
+    };
+    dma_cost(&dma, mems).cycles
+}
+
 /// The cost of one DMA: the slower of reading the source and writing the destination
 /// (`MemToMemCycles`).
 pub fn dma_cost(dma: &Dma, mems: &Memories) -> DmaCost {
